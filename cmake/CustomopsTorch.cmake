@@ -1,0 +1,79 @@
+# Locates libtorch through the Python interpreter that has torch installed and
+# decides whether the CUDA kernels are built.
+#
+# Inputs:  CUSTOMOPS_PYTHON (interpreter; default: the first python3 found),
+#          CUSTOMOPS_WITH_CUDA (AUTO/ON/OFF), TORCH_CUDA_ARCH_LIST (default 9.0).
+# Outputs: TORCH_LIBRARIES and friends, CUSTOMOPS_HAVE_CUDA.
+
+if(NOT CUSTOMOPS_PYTHON)
+  find_package(Python3 REQUIRED COMPONENTS Interpreter)
+  set(CUSTOMOPS_PYTHON "${Python3_EXECUTABLE}")
+endif()
+set(CUSTOMOPS_PYTHON "${CUSTOMOPS_PYTHON}" CACHE FILEPATH "Python interpreter whose torch is built against")
+
+execute_process(
+  COMMAND "${CUSTOMOPS_PYTHON}" -c
+          "import torch; print(torch.utils.cmake_prefix_path); print(torch.__version__); print(torch.version.cuda or '')"
+  OUTPUT_VARIABLE _customops_torch_info
+  RESULT_VARIABLE _customops_torch_rc
+  OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT _customops_torch_rc EQUAL 0)
+  message(FATAL_ERROR "customops: '${CUSTOMOPS_PYTHON} -c \"import torch\"' failed; "
+                      "set CUSTOMOPS_PYTHON to an interpreter that has torch installed.")
+endif()
+string(REPLACE "\n" ";" _customops_torch_info "${_customops_torch_info}")
+list(GET _customops_torch_info 0 _customops_torch_prefix)
+list(GET _customops_torch_info 1 CUSTOMOPS_TORCH_VERSION)
+list(LENGTH _customops_torch_info _n)
+set(CUSTOMOPS_TORCH_CUDA_VERSION "")
+if(_n GREATER 2)
+  list(GET _customops_torch_info 2 CUSTOMOPS_TORCH_CUDA_VERSION)
+endif()
+list(APPEND CMAKE_PREFIX_PATH "${_customops_torch_prefix}")
+message(STATUS "customops: torch ${CUSTOMOPS_TORCH_VERSION} (CUDA '${CUSTOMOPS_TORCH_CUDA_VERSION}') from ${CUSTOMOPS_PYTHON}")
+
+if(CUSTOMOPS_TORCH_CUDA_VERSION)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(NOT CMAKE_CUDA_COMPILER)
+    message(FATAL_ERROR
+      "customops: torch ${CUSTOMOPS_TORCH_VERSION} is a CUDA ${CUSTOMOPS_TORCH_CUDA_VERSION} build, and "
+      "its CMake package needs a CUDA toolkit even for a CPU-only build of customops. Install "
+      "CUDA ${CUSTOMOPS_TORCH_CUDA_VERSION} (or point CMAKE_CUDA_COMPILER at its nvcc), or build "
+      "against a CPU-only libtorch.")
+  endif()
+  # torch's CMake turns TORCH_CUDA_ARCH_LIST into -gencode flags; without it, it
+  # would probe for a GPU and, finding none, compile for every architecture.
+  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(TORCH_CUDA_ARCH_LIST "9.0")
+  endif()
+  # torch chooses architectures itself and ignores (with a warning) CMake's own.
+  set(CMAKE_CUDA_ARCHITECTURES OFF)
+endif()
+
+find_package(Torch REQUIRED)
+
+set(CUSTOMOPS_HAVE_CUDA OFF)
+if(CUSTOMOPS_WITH_CUDA STREQUAL "ON" AND NOT CUSTOMOPS_TORCH_CUDA_VERSION)
+  message(FATAL_ERROR "customops: CUSTOMOPS_WITH_CUDA=ON but torch ${CUSTOMOPS_TORCH_VERSION} has no CUDA.")
+endif()
+if(CUSTOMOPS_TORCH_CUDA_VERSION AND NOT CUSTOMOPS_WITH_CUDA STREQUAL "OFF")
+  # The CUDA runtime's soname carries its major version: kernels built by one
+  # major release cannot share a process with a torch built against another.
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _nvcc_mm "${CMAKE_CUDA_COMPILER_VERSION}")
+  string(REGEX MATCH "^[0-9]+" _nvcc_major "${CMAKE_CUDA_COMPILER_VERSION}")
+  string(REGEX MATCH "^[0-9]+" _torch_major "${CUSTOMOPS_TORCH_CUDA_VERSION}")
+  if(NOT _nvcc_major STREQUAL _torch_major)
+    message(FATAL_ERROR
+      "customops: nvcc ${CMAKE_CUDA_COMPILER_VERSION} (${CMAKE_CUDA_COMPILER}) does not match torch's "
+      "CUDA ${CUSTOMOPS_TORCH_CUDA_VERSION}. Point CMAKE_CUDA_COMPILER/CUDAToolkit_ROOT at a CUDA "
+      "${CUSTOMOPS_TORCH_CUDA_VERSION} toolkit, or configure with -DCUSTOMOPS_WITH_CUDA=OFF.")
+  elseif(NOT _nvcc_mm STREQUAL CUSTOMOPS_TORCH_CUDA_VERSION)
+    message(WARNING "customops: nvcc ${CMAKE_CUDA_COMPILER_VERSION} differs in minor version from "
+                    "torch's CUDA ${CUSTOMOPS_TORCH_CUDA_VERSION}.")
+  endif()
+  set(CUSTOMOPS_HAVE_CUDA ON)
+  message(STATUS "customops: CUDA kernels ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST}$ENV{TORCH_CUDA_ARCH_LIST})")
+else()
+  message(STATUS "customops: CUDA kernels OFF")
+endif()

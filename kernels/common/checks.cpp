@@ -1,0 +1,34 @@
+#include "kernels/common/checks.h"
+
+#include <c10/util/Exception.h>
+
+namespace customops::checks {
+
+void floating(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), "customops::", op, ": expected ", arg, " to be a tensor, got None");
+  const auto st = t.scalar_type();
+  TORCH_CHECK(st == at::kFloat || st == at::kDouble || st == at::kHalf || st == at::kBFloat16,
+              "customops::", op, ": expected ", arg,
+              " to be a floating-point tensor (float16, bfloat16, float32 or float64), got ", st);
+}
+
+void same_device(const char* op, const char* arg_a, const at::Tensor& a, const char* arg_b,
+                 const at::Tensor& b) {
+  TORCH_CHECK(a.device() == b.device(), "customops::", op, ": expected ", arg_a, " and ", arg_b,
+              " on the same device, got ", arg_a, " on ", a.device(), " and ", arg_b, " on ",
+              b.device());
+}
+
+void same_dtype(const char* op, const char* arg_a, const at::Tensor& a, const char* arg_b,
+                const at::Tensor& b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "customops::", op, ": expected ", arg_a,
+              " to have the dtype of ", arg_b, " (", b.scalar_type(), "), got ", a.scalar_type());
+}
+
+void same_shape(const char* op, const char* arg_a, const at::Tensor& a, const char* arg_b,
+                const at::Tensor& b) {
+  TORCH_CHECK(a.sym_sizes() == b.sym_sizes(), "customops::", op, ": expected ", arg_a,
+              " to have the shape of ", arg_b, " ", b.sym_sizes(), ", got ", a.sym_sizes());
+}
+
+} // namespace customops::checks

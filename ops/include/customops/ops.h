@@ -1,0 +1,8 @@
+// customops public C++ API: one header per operator family.
+//
+// Every function here calls its operator through the PyTorch dispatcher, so it
+// runs the same CPU/CUDA/Meta kernels and autograd as torch.ops.customops.* in
+// Python and TorchScript.
+#pragma once
+
+#include <customops/quick_gelu.h>

@@ -1,0 +1,16 @@
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace customops {
+
+// y = x * sigmoid(1.702 * x), the sigmoid approximation of GELU.
+// Floating-point x (float16, bfloat16, float32, float64) on CPU or CUDA;
+// half-precision inputs are computed in float. Differentiable.
+at::Tensor quick_gelu(const at::Tensor& x);
+
+// Gradient of quick_gelu with respect to x: grad_out * d/dx[x * sigmoid(1.702 x)].
+// grad_out must have x's shape, dtype and device. Differentiable (double backward).
+at::Tensor quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x);
+
+} // namespace customops

@@ -1,0 +1,12 @@
+// The one place where customops operator schemas are defined. Kernels for each
+// dispatch key are registered by the per-family files beside this one.
+#include <torch/library.h>
+
+TORCH_LIBRARY(customops, m) {
+  // Every op is functional, has a Meta kernel and a registered backward op, so
+  // torch.compile and torch.export may trace through it.
+  const std::vector<at::Tag> pt2{at::Tag::pt2_compliant_tag};
+
+  m.def("quick_gelu(Tensor x) -> Tensor", pt2);
+  m.def("quick_gelu_backward(Tensor grad_out, Tensor x) -> Tensor", pt2);
+}
