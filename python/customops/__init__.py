@@ -1,0 +1,14 @@
+"""customops: C++/CUDA PyTorch operators registered with the dispatcher.
+
+Importing the package loads libcustomops.so, which registers
+``torch.ops.customops.*`` (CPU, CUDA, Meta and Autograd kernels). The same
+library serves TorchScript, torch.compile, torch.export and C++ programs.
+"""
+
+from ._library import build_info, library_path
+from .functional import quick_gelu
+from .modules import QuickGELU
+
+__version__ = build_info().get("version", "0+unknown")
+
+__all__ = ["QuickGELU", "build_info", "library_path", "quick_gelu"]

@@ -1,0 +1,40 @@
+# Sourced by the other scripts: sets ROOT, BUILD_DIR and PYTHON.
+#
+# Default: a project-local virtual environment, .venv, with requirements.txt
+# installed (network needed the first time). On a machine whose python already
+# has torch and no network (the GPU machine), set CUSTOMOPS_PYTHON=python3:
+# no venv is made and nothing is installed.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD_DIR="${CUSTOMOPS_BUILD_DIR:-$ROOT/build}"
+export CUSTOMOPS_BUILD_DIR="$BUILD_DIR"
+
+ensure_system_tools() {
+  local missing=()
+  command -v cmake >/dev/null || missing+=(cmake)
+  command -v g++ >/dev/null || missing+=(g++)
+  [[ -e /usr/include/gtest/gtest.h ]] || missing+=(libgtest-dev)
+  if ((${#missing[@]})); then
+    echo "customops: installing ${missing[*]} with apt-get" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  fi
+}
+
+if [[ -n "${CUSTOMOPS_PYTHON:-}" ]]; then
+  PYTHON="$(command -v "$CUSTOMOPS_PYTHON")"
+  export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+else
+  ensure_system_tools
+  VENV="$ROOT/.venv"
+  [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
+  stamp="$VENV/.requirements.sha256"
+  if ! sha256sum --status -c "$stamp" 2>/dev/null; then
+    "$VENV/bin/python" -m pip install -q --upgrade pip
+    "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements.txt"
+    sha256sum "$ROOT/requirements.txt" >"$stamp"
+  fi
+  PYTHON="$VENV/bin/python"
+  export PATH="$VENV/bin:$PATH"
+fi
+export CUSTOMOPS_PYTHON="$PYTHON"

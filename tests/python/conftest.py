@@ -1,0 +1,17 @@
+import os
+import sys
+
+import pytest
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import customops  # noqa: E402,F401  (loads the library once, for every test)
+
+HAS_CUDA = torch.cuda.is_available()
+requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)

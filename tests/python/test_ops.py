@@ -1,0 +1,212 @@
+"""Generic tests, each run over every operator in op_db.OP_DB."""
+
+from __future__ import annotations
+
+import functools
+import io
+
+import pytest
+import torch
+from torch._dynamo.testing import CompileCounterWithBackend
+
+from conftest import HAS_CUDA, requires_cuda
+from op_db import OP_DB, OpInfo, SampleInput
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+def op_device_dtype_params():
+    for op in OP_DB:
+        for device in ("cpu", "cuda"):
+            for dtype in op.dtypes.get(device, ()):
+                marks = [requires_cuda] if device == "cuda" else []
+                yield pytest.param(op, device, dtype, marks=marks, id=f"{op}-{device}-{_dtype_name(dtype)}")
+
+
+def op_device_params():
+    for op in OP_DB:
+        yield pytest.param(op, "cpu", id=f"{op}-cpu")
+        yield pytest.param(op, "cuda", marks=[requires_cuda], id=f"{op}-cuda")
+
+
+def call(op: OpInfo, sample: SampleInput):
+    return op.op(*sample.args, **sample.kwargs)
+
+
+def _to_reference(sample: SampleInput) -> SampleInput:
+    """The same inputs (same rounded values and layout) in float64."""
+
+    def conv(a):
+        if isinstance(a, torch.Tensor) and a.is_floating_point():
+            return a.detach().to(torch.float64).requires_grad_(a.requires_grad)
+        return a
+
+    return SampleInput(tuple(conv(a) for a in sample.args), {k: conv(v) for k, v in sample.kwargs.items()},
+                       sample.name)
+
+
+def _grad_inputs(sample: SampleInput) -> list[torch.Tensor]:
+    return [t for t in sample.tensors() if t.requires_grad]
+
+
+def _small(sample: SampleInput, limit: int = 512) -> bool:
+    return sum(t.numel() for t in sample.tensors()) <= limit
+
+
+def _overlapping(sample: SampleInput) -> bool:
+    """Expanded inputs: gradcheck cannot perturb one element of them alone."""
+    return any(st == 0 and sz > 1 for t in sample.tensors() for st, sz in zip(t.stride(), t.shape))
+
+
+@pytest.mark.parametrize("op,device,dtype", list(op_device_dtype_params()))
+def test_matches_reference(op: OpInfo, device, dtype):
+    """Forward and gradients against the plain-PyTorch reference in float64."""
+    rtol, atol = op.tolerances[dtype]
+    for sample in op.sample_inputs(device, dtype, True):
+        ref_sample = _to_reference(sample)
+        out = call(op, sample)
+        expected = op.ref(*ref_sample.args, **ref_sample.kwargs)
+        assert out.dtype == dtype and out.device.type == device, sample.name
+        torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol, msg=lambda m: f"{sample.name}: {m}")
+
+        inputs = _grad_inputs(sample)
+        if not inputs or out.numel() == 0:
+            continue
+        grad = torch.randn(out.shape, device=device, dtype=dtype)
+        grads = torch.autograd.grad(out, inputs, grad)
+        ref_grads = torch.autograd.grad(expected, _grad_inputs(ref_sample), grad.double())
+        for g, rg in zip(grads, ref_grads):
+            assert g.dtype == dtype
+            torch.testing.assert_close(g.double(), rg, rtol=rtol, atol=atol,
+                                       msg=lambda m: f"{sample.name} (gradient): {m}")
+
+
+@pytest.mark.parametrize("op,device", list(op_device_params()))
+def test_gradcheck(op: OpInfo, device):
+    """Analytical against numerical gradients in float64 (and second order)."""
+    checked = 0
+    for sample in op.sample_inputs(device, torch.float64, True):
+        if not _grad_inputs(sample) or not _small(sample) or _overlapping(sample):
+            continue
+        fn = functools.partial(op.op, **sample.kwargs)
+        assert torch.autograd.gradcheck(fn, sample.args), sample.name
+        if op.supports_gradgrad:
+            assert torch.autograd.gradgradcheck(fn, sample.args), sample.name
+        checked += 1
+    assert checked > 0
+
+
+def _opcheck_samples(op: OpInfo, device):
+    picked = [s for s in op.sample_inputs(device, torch.float32, True) if _small(s, 4096)]
+    # Every distinct layout is worth checking (strides must match fake tensors).
+    return picked[:8]
+
+
+@pytest.mark.parametrize("op,device", list(op_device_params()))
+def test_opcheck(op: OpInfo, device):
+    """torch.library.opcheck: schema, autograd registration, fake tensors, AOT dispatch."""
+    for sample in _opcheck_samples(op, device):
+        torch.library.opcheck(op.overload, sample.args, sample.kwargs)
+        out = call(op, sample)
+        grad = torch.randn_like(out)
+        torch.library.opcheck(op.backward_overload, op.backward_args(sample, grad))
+
+
+@pytest.mark.parametrize("op,device", list(op_device_params()))
+def test_compile_fullgraph_dynamic(op: OpInfo, device):
+    """One graph (no break, no recompile) serves several sizes, forward and backward."""
+    counter = CompileCounterWithBackend("inductor")
+    torch._dynamo.reset()
+    compiled = torch.compile(op.op, fullgraph=True, dynamic=True, backend=counter)
+    for sample in op.dynamic_samples(device, torch.float32):
+        eager_in = [t.detach().requires_grad_(t.is_floating_point()) for t in sample.tensors()]
+        comp_in = [t.detach().requires_grad_(t.is_floating_point()) for t in sample.tensors()]
+
+        def rebuild(tensors):
+            it = iter(tensors)
+            return tuple(next(it) if isinstance(a, torch.Tensor) else a for a in sample.args)
+
+        expected = op.op(*rebuild(eager_in), **sample.kwargs)
+        actual = compiled(*rebuild(comp_in), **sample.kwargs)
+        torch.testing.assert_close(actual, expected, msg=lambda m: f"{sample.name}: {m}")
+        grad = torch.randn_like(expected)
+        want = [t for t in eager_in if t.requires_grad]
+        got = [t for t in comp_in if t.requires_grad]
+        for g, w in zip(torch.autograd.grad(actual, got, grad), torch.autograd.grad(expected, want, grad)):
+            torch.testing.assert_close(g, w, msg=lambda m: f"{sample.name} (gradient): {m}")
+    assert counter.frame_count == 1, f"compiled {counter.frame_count} times"
+
+
+def _first_nonempty(op: OpInfo, device, dtype=torch.float32) -> SampleInput:
+    return next(s for s in op.sample_inputs(device, dtype, False)
+                if all(t.numel() > 0 for t in s.tensors()) and s.tensors()[0].dim() > 0)
+
+
+@pytest.mark.parametrize("op,device", list(op_device_params()))
+def test_torchscript_save_load(op: OpInfo, device):
+    """The op's nn.Module scripts, saves and loads, and gives the functional's result."""
+    module, inputs = op.module(_first_nonempty(op, device))
+    scripted = torch.jit.script(module)
+    buffer = io.BytesIO()
+    torch.jit.save(scripted, buffer)
+    buffer.seek(0)
+    loaded = torch.jit.load(buffer, map_location=device)
+    expected = module(*inputs)
+    torch.testing.assert_close(loaded(*inputs), expected)
+    torch.testing.assert_close(scripted(*inputs), expected)
+
+
+@pytest.mark.parametrize("op,device", list(op_device_params()))
+def test_export(op: OpInfo, device):
+    """torch.export keeps the op as one node of the exported graph."""
+    module, inputs = op.module(_first_nonempty(op, device))
+    program = torch.export.export(module, tuple(inputs))
+    targets = [node.target for node in program.graph.nodes if node.op == "call_function"]
+    assert op.overload in targets, targets
+    torch.testing.assert_close(program.module()(*inputs), module(*inputs))
+
+
+@requires_cuda
+@pytest.mark.parametrize("op", OP_DB, ids=str)
+def test_cpu_cuda_agree(op: OpInfo):
+    for dtype in set(op.dtypes["cpu"]) & set(op.dtypes["cuda"]):
+        rtol, atol = op.tolerances[dtype]
+        for sample in op.sample_inputs("cpu", dtype, False):
+            moved = SampleInput(tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in sample.args),
+                                sample.kwargs, sample.name)
+            torch.testing.assert_close(call(op, moved).cpu(), call(op, sample), rtol=rtol, atol=atol,
+                                       msg=lambda m: f"{sample.name} {dtype}: {m}")
+
+
+@pytest.mark.parametrize("op,device", list(op_device_params()))
+def test_error_inputs(op: OpInfo, device):
+    """Bad inputs raise an error whose message names the argument."""
+    inputs = list(op.error_inputs(device))
+    assert inputs
+    for ei in inputs:
+        fn = op.backward_overload if ei.backward else op.op
+        with pytest.raises(ei.error, match=ei.match):
+            fn(*ei.sample.args, **ei.sample.kwargs)
+
+
+@pytest.mark.parametrize("op", OP_DB, ids=str)
+def test_error_inputs_on_meta(op: OpInfo):
+    """The Meta kernels (what torch.compile traces) reject the same inputs."""
+    for ei in op.error_inputs("cpu"):
+        if any(t.device.type != "cpu" for t in ei.sample.tensors()):
+            continue  # device mismatches do not exist on one fake device
+        args = tuple(a.to("meta") if isinstance(a, torch.Tensor) else a for a in ei.sample.args)
+        fn = op.backward_overload if ei.backward else op.op
+        with pytest.raises(ei.error, match=ei.match):
+            fn(*args, **ei.sample.kwargs)
+
+
+def test_cuda_tests_skip_cleanly_without_gpu():
+    """On a machine without CUDA the CUDA parametrisations must be skipped, not fail."""
+    params = list(op_device_params())
+    cuda_params = [p for p in params if "cuda" in p.id]
+    assert cuda_params
+    for p in cuda_params:
+        assert any(m.name == "skipif" and m.args[0] == (not HAS_CUDA) for m in p.marks)
