@@ -19,7 +19,7 @@ struct Forward {
   template <typename T>
   Vectorized<T> operator()(const Vectorized<T>& x) const {
     const Vectorized<T> one(T(1)), neg_alpha(-T(qm::kAlpha));
-    return x / (one + (x * neg_alpha).exp());
+    return x / (one + (x * neg_alpha).exp_u20());
   }
 };
 
@@ -31,7 +31,7 @@ struct Backward {
   template <typename T>
   Vectorized<T> operator()(const Vectorized<T>& grad, const Vectorized<T>& x) const {
     const Vectorized<T> one(T(1)), alpha(T(qm::kAlpha));
-    const auto s = one / (one + (x * -alpha).exp());
+    const auto s = one / (one + (x * -alpha).exp_u20());
     return grad * (s + alpha * x * s * (one - s));
   }
 };

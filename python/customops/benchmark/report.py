@@ -1,0 +1,61 @@
+"""Formats benchmark rows as a text table, Markdown, and a bar plot."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+HEADER = ("op", "case", "dtype", "ours ms", "pytorch", "pytorch ms", "ours/pytorch", "ours %copy", "pytorch %copy")
+
+
+@dataclass
+class Row:
+    op: str
+    case: str
+    dtype: str
+    ours_ms: float
+    baseline: str
+    pytorch_ms: float
+    ours_share: float  # achieved bandwidth / copy bandwidth
+    pytorch_share: float
+
+    def cells(self) -> tuple[str, ...]:
+        return (self.op, self.case, self.dtype, f"{self.ours_ms:.4f}", self.baseline, f"{self.pytorch_ms:.4f}",
+                f"{self.ours_ms / self.pytorch_ms:.2f}", f"{100 * self.ours_share:.0f}%",
+                f"{100 * self.pytorch_share:.0f}%")
+
+
+def text_table(rows: list[Row]) -> str:
+    cells = [HEADER] + [r.cells() for r in rows]
+    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
+    return "\n".join("  ".join(c[i].ljust(widths[i]) for i in range(len(HEADER))) for c in cells)
+
+
+def markdown(rows: list[Row], preamble: str) -> str:
+    lines = [preamble, "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[Row], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = list(dict.fromkeys(f"{r.op}\n{r.case}\n{r.dtype}" for r in rows))
+    series: dict[str, list[float]] = {"customops": [0.0] * len(cases)}
+    for r in rows:
+        i = cases.index(f"{r.op}\n{r.case}\n{r.dtype}")
+        series["customops"][i] = 100 * r.ours_share
+        series.setdefault(f"pytorch {r.baseline}", [0.0] * len(cases))[i] = 100 * r.pytorch_share
+    fig, ax = plt.subplots(figsize=(max(6, 1.6 * len(cases)), 4.5))
+    width = 0.8 / len(series)
+    for k, (name, values) in enumerate(series.items()):
+        ax.bar([i + k * width for i in range(len(cases))], values, width, label=name)
+    ax.axhline(100, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks([i + width * (len(series) - 1) / 2 for i in range(len(cases))], cases, fontsize=7)
+    ax.set_ylabel("achieved bandwidth, % of measured copy")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)

@@ -1,0 +1,39 @@
+"""Timers (CUDA events on GPU, wall clock on CPU) and the copy-bandwidth probe."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+
+def median_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeats: int = 50) -> float:
+    """Median time of one call of fn, in milliseconds, after warm-up calls."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        for _ in range(repeats):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+    else:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def copy_bandwidth(device: torch.device, nbytes: int, repeats: int = 50) -> float:
+    """Device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
+    dst = torch.empty_like(src)
+    ms = median_ms(lambda: dst.copy_(src), device, repeats=repeats)
+    return 2 * src.numel() * src.element_size() / (ms * 1e-3)

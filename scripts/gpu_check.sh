@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Everything worth running on the GPU machine, in one call (its python3 already
+# has torch; it has no network): build, all tests, compute-sanitizer over the
+# C++ tests, the benchmark (written into docs/ and $OUT) and the demo.
+#   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh
+set -uo pipefail
+export CUSTOMOPS_PYTHON="${CUSTOMOPS_PYTHON:-python3}" PYTHONUNBUFFERED=1
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+OUT="${OUT:-$ROOT/build-gpu-out}"
+mkdir -p "$OUT" "$ROOT/docs/benchmarks"
+export CUSTOMOPS_BUILD_DIR="${CUSTOMOPS_BUILD_DIR:-$ROOT/build-gpu}"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
+
+status=0
+bash "$ROOT/scripts/test.sh" -rs 2>&1 | tee "$OUT/test.log" || status=1
+if command -v compute-sanitizer >/dev/null; then
+  compute-sanitizer --tool memcheck --error-exitcode 9 "$CUSTOMOPS_BUILD_DIR/tests/cpp/customops_tests" \
+    --gtest_filter='QuickGelu.*' 2>&1 | tail -5 | tee "$OUT/sanitizer.log" || status=1
+fi
+tag="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cs 'A-Za-z0-9' '_' | sed 's/_$//')"
+python3 -m customops.benchmark --device cuda --markdown "$ROOT/docs/benchmarks/cuda_${tag}.md" \
+  --plot "$ROOT/docs/benchmarks/cuda_${tag}.png" 2>&1 | tee "$OUT/bench.log" || status=1
+cp "$ROOT/docs/benchmarks/cuda_${tag}".* "$OUT/" 2>/dev/null
+python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" 2>&1 | tee "$OUT/demo.log" || status=1
+echo "gpu_check exit status: $status"
+exit $status
