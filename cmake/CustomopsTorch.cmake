@@ -8,6 +8,10 @@
 if(NOT CUSTOMOPS_PYTHON)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(CUSTOMOPS_PYTHON "${Python3_EXECUTABLE}")
+elseif(NOT IS_ABSOLUTE "${CUSTOMOPS_PYTHON}")
+  # A bare name such as python3: look it up on PATH.
+  find_program(_customops_python_path "${CUSTOMOPS_PYTHON}" NO_CACHE REQUIRED)
+  set(CUSTOMOPS_PYTHON "${_customops_python_path}")
 endif()
 set(CUSTOMOPS_PYTHON "${CUSTOMOPS_PYTHON}" CACHE FILEPATH "Python interpreter whose torch is built against")
 

@@ -5,10 +5,14 @@
 #   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh
 set -uo pipefail
 export CUSTOMOPS_PYTHON="${CUSTOMOPS_PYTHON:-python3}" PYTHONUNBUFFERED=1
+# That machine's environment names a g++ that links libstdc++ statically
+# (cmake/CustomopsSharedLibstdcxx.cmake refuses it): build with the system one.
+export CXX="${CUSTOMOPS_CXX:-/usr/bin/g++}" CUDAHOSTCXX="${CUSTOMOPS_CXX:-/usr/bin/g++}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="${OUT:-$ROOT/build-gpu-out}"
 mkdir -p "$OUT" "$ROOT/docs/benchmarks"
 export CUSTOMOPS_BUILD_DIR="${CUSTOMOPS_BUILD_DIR:-$ROOT/build-gpu}"
+export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
 status=0

@@ -35,6 +35,11 @@ def test_library_has_no_python_dependency():
     assert b"pybind11" not in data
 
 
+def test_library_shares_libstdcxx_with_torch():
+    # A static libstdc++ copy inside libcustomops crashes when C++ objects cross into libtorch.
+    assert b"libstdc++.so.6" in Path(customops.library_path()).read_bytes()
+
+
 def test_wrong_torch_version_is_refused(tmp_path):
     lib = tmp_path / "libcustomops.so"
     lib.symlink_to(customops.library_path())
