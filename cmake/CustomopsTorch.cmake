@@ -3,7 +3,8 @@
 #
 # Inputs:  CUSTOMOPS_PYTHON (interpreter; default: the first python3 found),
 #          CUSTOMOPS_WITH_CUDA (AUTO/ON/OFF), TORCH_CUDA_ARCH_LIST (default 9.0).
-# Outputs: TORCH_LIBRARIES and friends, CUSTOMOPS_HAVE_CUDA.
+# Outputs: TORCH_LIBRARIES and friends, CUSTOMOPS_HAVE_CUDA, CUSTOMOPS_TORCH_VERSION,
+#          CUSTOMOPS_TORCH_CMAKE_PREFIX (torch.utils.cmake_prefix_path).
 
 if(NOT CUSTOMOPS_PYTHON)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
@@ -26,14 +27,14 @@ if(NOT _customops_torch_rc EQUAL 0)
                       "set CUSTOMOPS_PYTHON to an interpreter that has torch installed.")
 endif()
 string(REPLACE "\n" ";" _customops_torch_info "${_customops_torch_info}")
-list(GET _customops_torch_info 0 _customops_torch_prefix)
+list(GET _customops_torch_info 0 CUSTOMOPS_TORCH_CMAKE_PREFIX)
 list(GET _customops_torch_info 1 CUSTOMOPS_TORCH_VERSION)
 list(LENGTH _customops_torch_info _n)
 set(CUSTOMOPS_TORCH_CUDA_VERSION "")
 if(_n GREATER 2)
   list(GET _customops_torch_info 2 CUSTOMOPS_TORCH_CUDA_VERSION)
 endif()
-list(APPEND CMAKE_PREFIX_PATH "${_customops_torch_prefix}")
+list(APPEND CMAKE_PREFIX_PATH "${CUSTOMOPS_TORCH_CMAKE_PREFIX}")
 message(STATUS "customops: torch ${CUSTOMOPS_TORCH_VERSION} (CUDA '${CUSTOMOPS_TORCH_CUDA_VERSION}') from ${CUSTOMOPS_PYTHON}")
 
 if(CUSTOMOPS_TORCH_CUDA_VERSION)
