@@ -9,4 +9,14 @@ TORCH_LIBRARY(customops, m) {
 
   m.def("quick_gelu(Tensor x) -> Tensor", pt2);
   m.def("quick_gelu_backward(Tensor grad_out, Tensor x) -> Tensor", pt2);
+
+  // im2col is col2im's gradient and vice versa; SymInt sizes keep them
+  // traceable with dynamic shapes.
+  m.def("im2col(Tensor input, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor", pt2);
+  m.def("im2col_backward(Tensor grad_out, SymInt[2] input_size, int[2] kernel_size, int[2] dilation, "
+        "int[2] padding, int[2] stride) -> Tensor", pt2);
+  m.def("col2im(Tensor input, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, "
+        "int[2] stride) -> Tensor", pt2);
+  m.def("col2im_backward(Tensor grad_out, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) "
+        "-> Tensor", pt2);
 }

@@ -6,9 +6,9 @@ library serves TorchScript, torch.compile, torch.export and C++ programs.
 """
 
 from ._library import build_info, library_path
-from .functional import quick_gelu
-from .modules import QuickGELU
+from .functional import col2im, im2col, quick_gelu
+from .modules import Col2im, Im2col, QuickGELU
 
 __version__ = build_info().get("version", "0+unknown")
 
-__all__ = ["QuickGELU", "build_info", "library_path", "quick_gelu"]
+__all__ = ["Col2im", "Im2col", "QuickGELU", "build_info", "col2im", "im2col", "library_path", "quick_gelu"]

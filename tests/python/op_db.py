@@ -150,4 +150,135 @@ QUICK_GELU = OpInfo(
 )
 
 
-OP_DB: list[OpInfo] = [QUICK_GELU]
+
+# --- im2col / col2im ----------------------------------------------------------
+
+# (image shape, kernel_size, dilation, padding, stride, name)
+_WINDOWS = [
+    ((2, 3, 9, 7), (3, 3), (1, 1), (1, 1), (1, 1), "3x3_pad1"),
+    ((2, 3, 9, 7), (2, 3), (2, 1), (1, 0), (2, 3), "asymmetric_dilated"),
+    ((3, 8, 6), (3, 2), (1, 1), (0, 1), (1, 2), "unbatched"),
+    ((1, 2, 1, 1), (1, 1), (1, 1), (0, 0), (1, 1), "1x1_image"),
+    ((2, 2, 7, 7), (2, 2), (1, 1), (0, 0), (3, 3), "stride_gt_kernel"),
+    ((2, 2, 5, 5), (5, 5), (1, 1), (0, 0), (1, 1), "output_1x1"),
+    ((0, 3, 6, 6), (3, 3), (1, 1), (1, 1), (1, 1), "batch0"),
+    ((1, 4, 13, 11), (3, 5), (2, 2), (2, 3), (2, 1), "odd_sizes"),
+]
+
+
+def _window_args(k, d, p, s):
+    return {"kernel_size": k, "dilation": d, "padding": p, "stride": s}
+
+
+def _im2col_samples(device, dtype, requires_grad):
+    for shape, k, d, p, s, name in _WINDOWS:
+        x = make_tensor(shape, device=device, dtype=dtype, low=-4, high=4, requires_grad=requires_grad)
+        yield SampleInput((x,), _window_args(k, d, p, s), name)
+    x = make_tensor((2, 3, 9, 7), device=device, dtype=dtype, low=-4, high=4, noncontiguous=True)
+    yield SampleInput((x.requires_grad_(requires_grad),), _window_args(3, 1, 1, 1), "noncontiguous")
+    x = make_tensor((2, 3, 9, 7), device=device, dtype=dtype, low=-4, high=4).to(memory_format=torch.channels_last)
+    yield SampleInput((x.requires_grad_(requires_grad),), _window_args(3, 1, 1, 2), "channels_last")
+
+
+def _col2im_samples(device, dtype, requires_grad):
+    for sample in _im2col_samples(device, dtype, False):
+        image = sample.args[0]
+        cols = torch.nn.functional.unfold(image.float(), **sample.kwargs) if image.dim() == 4 else \
+            torch.nn.functional.unfold(image.float().unsqueeze(0), **sample.kwargs)[0]
+        c = make_tensor(cols.shape, device=device, dtype=dtype, low=-4, high=4)
+        if sample.name == "noncontiguous":
+            c = make_tensor(cols.shape, device=device, dtype=dtype, low=-4, high=4, noncontiguous=True)
+        yield SampleInput((c.requires_grad_(requires_grad), tuple(image.shape[-2:])), sample.kwargs, sample.name)
+
+
+def _im2col_dynamic(device, dtype):
+    # No size 1 and no equal sizes: either would specialise the compiled graph.
+    for shape in ((2, 3, 8, 10), (4, 3, 11, 9), (3, 3, 16, 12)):
+        yield SampleInput((make_tensor(shape, device=device, dtype=dtype, low=-4, high=4),),
+                          _window_args(3, 1, 1, 2), f"{shape}")
+
+
+def _col2im_dynamic(device, dtype):
+    for sample in _im2col_dynamic(device, dtype):
+        image = sample.args[0]
+        cols = torch.nn.functional.unfold(image, **sample.kwargs)
+        yield SampleInput((torch.randn_like(cols), tuple(image.shape[-2:])), sample.kwargs, sample.name)
+
+
+def _im2col_errors(device):
+    x = torch.randn(2, 3, 5, 5, device=device)
+    ok = _window_args(3, 1, 1, 1)
+    yield ErrorInput(SampleInput((x[0, 0],), ok), r"expected input to be a 3-D .* or 4-D .* got 2-D")
+    yield ErrorInput(SampleInput((x.long(),), ok), r"expected input to be a floating-point tensor")
+    yield ErrorInput(SampleInput((x,), _window_args(7, 1, 0, 1)), r"kernel .* is larger than the padded input")
+    yield ErrorInput(SampleInput((x,), _window_args(3, 4, 1, 1)), r"kernel .* is larger than the padded input")
+    yield ErrorInput(SampleInput((x,), _window_args(3, 1, 1, 0)), r"expected stride to be positive")
+    yield ErrorInput(SampleInput((x,), _window_args(3, 0, 1, 1)), r"expected dilation to be positive")
+    yield ErrorInput(SampleInput((x,), _window_args(3, 1, -1, 1)), r"expected padding to be non-negative")
+    yield ErrorInput(SampleInput((x,), _window_args((0, 3), 1, 1, 1)), r"expected kernel_size to be positive")
+    yield ErrorInput(SampleInput((torch.randn(2, 3, 0, 5, device=device),), ok),
+                     r"expected input to have non-empty C, H and W")
+    cols = torch.randn(2, 27, 25, device=device)
+    yield ErrorInput(SampleInput((cols, (4, 4), 3, 1, 1, 1)), r"expected input's last dimension to be 16",
+                     backward=True)
+    yield ErrorInput(SampleInput((cols[:, :26], (5, 5), 3, 1, 1, 1)), r"multiple of kernel_size's product",
+                     backward=True)
+
+
+def _col2im_errors(device):
+    cols = torch.randn(2, 27, 25, device=device)
+    ok = _window_args(3, 1, 1, 1)
+    yield ErrorInput(SampleInput((cols[0, 0], (5, 5)), ok), r"expected input to be a 2-D .* or 3-D .* got 1-D")
+    yield ErrorInput(SampleInput((cols.long(), (5, 5)), ok), r"expected input to be a floating-point tensor")
+    yield ErrorInput(SampleInput((cols[:, :26], (5, 5)), ok), r"multiple of kernel_size's product \(9\)")
+    yield ErrorInput(SampleInput((cols, (6, 5)), ok), r"expected input's last dimension to be 30")
+    yield ErrorInput(SampleInput((cols, (0, 5)), ok), r"expected output_size to be positive")
+    yield ErrorInput(SampleInput((cols, (1, 1)), _window_args(3, 1, 0, 1)), r"larger than the padded input")
+    yield ErrorInput(SampleInput((cols, (5, 5)), _window_args(3, 1, 1, 0)), r"expected stride to be positive")
+    yield ErrorInput(SampleInput((torch.randn(2, 3, 5, 5, device=device).long(), 3, 1, 1, 1)),
+                     r"expected input to be a floating-point tensor", backward=True)
+
+
+def _module_from(cls):
+    def make(sample):
+        return cls(*sample.args[1:], **sample.kwargs), sample.args[:1]
+
+    return make
+
+
+def _unbatched_ref(fn):
+    """F.unfold/F.fold on an unbatched input, through a batch of one."""
+
+    def ref(x, *args, **kwargs):
+        unbatched = x.dim() == (3 if fn is torch.nn.functional.unfold else 2)
+        out = fn(x.unsqueeze(0) if unbatched else x, *args, **kwargs)
+        return out[0] if unbatched else out
+
+    return ref
+
+
+IM2COL = OpInfo(
+    name="im2col",
+    op=customops.im2col,
+    ref=_unbatched_ref(torch.nn.functional.unfold),
+    sample_inputs=_im2col_samples,
+    dynamic_samples=_im2col_dynamic,
+    error_inputs=_im2col_errors,
+    module=_module_from(customops.Im2col),
+    backward_args=lambda sample, grad: (grad, tuple(sample.args[0].shape[-2:]), *(
+        sample.kwargs[k] for k in ("kernel_size", "dilation", "padding", "stride"))),
+)
+
+COL2IM = OpInfo(
+    name="col2im",
+    op=customops.col2im,
+    ref=_unbatched_ref(torch.nn.functional.fold),
+    sample_inputs=_col2im_samples,
+    dynamic_samples=_col2im_dynamic,
+    error_inputs=_col2im_errors,
+    module=_module_from(customops.Col2im),
+    backward_args=lambda sample, grad: (grad, *(sample.kwargs[k] for k in ("kernel_size", "dilation", "padding",
+                                                                            "stride"))),
+)
+
+OP_DB: list[OpInfo] = [QUICK_GELU, IM2COL, COL2IM]

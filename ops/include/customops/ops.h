@@ -5,4 +5,5 @@
 // Python and TorchScript.
 #pragma once
 
+#include <customops/fold.h>
 #include <customops/quick_gelu.h>

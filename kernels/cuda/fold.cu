@@ -1,0 +1,107 @@
+#include "kernels/fold.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+
+namespace customops::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 30));
+}
+
+// One thread per output element (n, row, window): consecutive threads write
+// consecutive windows, so stores coalesce.
+template <typename scalar_t>
+__global__ void im2col_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, int64_t total,
+                              int64_t C, int64_t H, int64_t W, int64_t oh, int64_t ow, fold::Window w) {
+  const int64_t L = oh * ow, kk = w.kh * w.kw;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t l = idx % L, nr = idx / L;
+    const int64_t r = nr % (C * kk), n = nr / (C * kk);
+    const int64_t c = r / kk, i = r / w.kw % w.kh, j = r % w.kw;
+    const int64_t h = l / ow * w.sh - w.ph + i * w.dh;
+    const int64_t x = l % ow * w.sw - w.pw + j * w.dw;
+    dst[idx] = (h >= 0 && h < H && x >= 0 && x < W) ? src[((n * C + c) * H + h) * W + x] : scalar_t(0);
+  }
+}
+
+// One thread per output pixel, gathering the window entries that cover it in a
+// fixed order: deterministic, no atomics.
+template <typename scalar_t>
+__global__ void col2im_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, int64_t total,
+                              int64_t C, int64_t H, int64_t W, int64_t oh, int64_t ow, fold::Window w) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  const int64_t L = oh * ow;
+  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t x = idx % W, h = idx / W % H, nc = idx / (W * H);
+    const scalar_t* planes = src + nc * w.kh * w.kw * L;
+    opmath_t acc = 0;
+    for (int64_t i = 0; i < w.kh; ++i) {
+      const int64_t hy = h + w.ph - i * w.dh;
+      if (hy < 0 || hy % w.sh != 0 || hy / w.sh >= oh) continue;
+      for (int64_t j = 0; j < w.kw; ++j) {
+        const int64_t wx = x + w.pw - j * w.dw;
+        if (wx < 0 || wx % w.sw != 0 || wx / w.sw >= ow) continue;
+        acc += static_cast<opmath_t>(planes[(i * w.kw + j) * L + hy / w.sh * ow + wx / w.sw]);
+      }
+    }
+    dst[idx] = static_cast<scalar_t>(acc);
+  }
+}
+
+} // namespace
+
+at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                  at::IntArrayRef padding, at::IntArrayRef stride) {
+  const auto w = fold::window("im2col", kernel_size, dilation, padding, stride);
+  fold::check_image("im2col", input);
+  const c10::cuda::CUDAGuard guard(input.device());
+  const bool batched = input.dim() == 4;
+  const auto x = input.contiguous();
+  const int64_t N = batched ? x.size(0) : 1, C = x.size(-3), H = x.size(-2), W = x.size(-1);
+  const int64_t oh = fold::positions<int64_t>("im2col", "height", H, w.kh, w.dh, w.ph, w.sh);
+  const int64_t ow = fold::positions<int64_t>("im2col", "width", W, w.kw, w.dw, w.pw, w.sw);
+  const int64_t rows = C * w.kh * w.kw;
+  auto out = batched ? at::empty({N, rows, oh * ow}, x.options()) : at::empty({rows, oh * ow}, x.options());
+  const int64_t total = out.numel();
+  if (total == 0) return out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "im2col_cuda", [&] {
+    im2col_kernel<<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        x.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), total, C, H, W, oh, ow, w);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return out;
+}
+
+at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
+                  at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  const auto w = fold::window("col2im", kernel_size, dilation, padding, stride);
+  fold::check_columns("col2im", input, w);
+  const auto geo = fold::col2im_geometry<int64_t>(input.sizes(), output_size, w);
+  const c10::cuda::CUDAGuard guard(input.device());
+  const bool batched = input.dim() == 3;
+  const auto cols = input.contiguous();
+  const int64_t N = batched ? cols.size(0) : 1, C = geo.channels, H = output_size[0], W = output_size[1];
+  auto out = batched ? at::empty({N, C, H, W}, cols.options()) : at::empty({C, H, W}, cols.options());
+  const int64_t total = out.numel();
+  if (total == 0) return out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, cols.scalar_type(), "col2im_cuda", [&] {
+    col2im_kernel<<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        cols.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), total, C, H, W, geo.out_h, geo.out_w, w);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return out;
+}
+
+} // namespace customops::cuda
