@@ -18,20 +18,28 @@ unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 30));
 }
 
-// One thread per output element (n, row, window): consecutive threads write
-// consecutive windows, so stores coalesce.
+// One thread per (n, c, window): it writes that window's kh*kw entries, one per
+// output row. Consecutive threads take consecutive windows, so every store
+// coalesces, and the index divisions are paid once per kh*kw outputs.
 template <typename scalar_t>
 __global__ void im2col_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, int64_t total,
                               int64_t C, int64_t H, int64_t W, int64_t oh, int64_t ow, fold::Window w) {
-  const int64_t L = oh * ow, kk = w.kh * w.kw;
+  const int64_t L = oh * ow;
   for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
        idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t l = idx % L, nr = idx / L;
-    const int64_t r = nr % (C * kk), n = nr / (C * kk);
-    const int64_t c = r / kk, i = r / w.kw % w.kh, j = r % w.kw;
-    const int64_t h = l / ow * w.sh - w.ph + i * w.dh;
-    const int64_t x = l % ow * w.sw - w.pw + j * w.dw;
-    dst[idx] = (h >= 0 && h < H && x >= 0 && x < W) ? src[((n * C + c) * H + h) * W + x] : scalar_t(0);
+    const int64_t l = idx % L, nc = idx / L;
+    const int64_t h0 = l / ow * w.sh - w.ph, x0 = l % ow * w.sw - w.pw;
+    const scalar_t* plane = src + nc * H * W;
+    scalar_t* out = dst + nc * w.kh * w.kw * L + l;
+#pragma unroll 4
+    for (int64_t i = 0; i < w.kh; ++i) {
+      const int64_t h = h0 + i * w.dh;
+      const bool row_in = h >= 0 && h < H;
+      for (int64_t j = 0; j < w.kw; ++j) {
+        const int64_t x = x0 + j * w.dw;
+        out[(i * w.kw + j) * L] = (row_in && x >= 0 && x < W) ? plane[h * W + x] : scalar_t(0);
+      }
+    }
   }
 }
 
@@ -74,7 +82,7 @@ at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntA
   const int64_t ow = fold::positions<int64_t>("im2col", "width", W, w.kw, w.dw, w.pw, w.sw);
   const int64_t rows = C * w.kh * w.kw;
   auto out = batched ? at::empty({N, rows, oh * ow}, x.options()) : at::empty({rows, oh * ow}, x.options());
-  const int64_t total = out.numel();
+  const int64_t total = N * C * oh * ow;  // one thread per (n, c, window)
   if (total == 0) return out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "im2col_cuda", [&] {
     im2col_kernel<<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
