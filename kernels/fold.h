@@ -71,6 +71,19 @@ void check_image(const char* op, const at::Tensor& input);
 // Checks rank and dtype of a col2im input and that it holds C*kh*kw rows of L columns.
 void check_columns(const char* op, const at::Tensor& input, const Window& w);
 
+// What a CPU or CUDA kernel needs once the arguments are checked: the input
+// made contiguous, the output allocated (on the current device) and the sizes,
+// with N = 1 for unbatched inputs.
+struct Plan {
+  at::Tensor input, output;
+  Window w;
+  int64_t N, C, H, W, out_h, out_w;
+};
+Plan plan_im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                 at::IntArrayRef padding, at::IntArrayRef stride);
+Plan plan_col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
+                 at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride);
+
 } // namespace fold
 
 namespace cpu {

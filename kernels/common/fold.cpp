@@ -1,5 +1,6 @@
 #include "kernels/fold.h"
 
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 namespace customops::fold {
@@ -42,6 +43,32 @@ void check_columns(const char* op, const at::Tensor& input, const Window& w) {
   TORCH_CHECK(holds(rows > 0 && rows % (w.kh * w.kw) == 0), "customops::", op,
               ": expected input's dimension ", input.dim() - 2, " (", rows,
               ") to be a positive multiple of kernel_size's product (", w.kh * w.kw, ")");
+}
+
+Plan plan_im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                 at::IntArrayRef padding, at::IntArrayRef stride) {
+  const auto w = window("im2col", kernel_size, dilation, padding, stride);
+  check_image("im2col", input);
+  const bool batched = input.dim() == 4;
+  const auto x = input.contiguous();
+  const int64_t N = batched ? x.size(0) : 1, C = x.size(-3), H = x.size(-2), W = x.size(-1);
+  const int64_t oh = positions<int64_t>("im2col", "height", H, w.kh, w.dh, w.ph, w.sh);
+  const int64_t ow = positions<int64_t>("im2col", "width", W, w.kw, w.dw, w.pw, w.sw);
+  const int64_t rows = C * w.kh * w.kw;
+  auto out = batched ? at::empty({N, rows, oh * ow}, x.options()) : at::empty({rows, oh * ow}, x.options());
+  return {x, out, w, N, C, H, W, oh, ow};
+}
+
+Plan plan_col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
+                 at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  const auto w = window("col2im", kernel_size, dilation, padding, stride);
+  check_columns("col2im", input, w);
+  const auto geo = col2im_geometry<int64_t>(input.sizes(), output_size, w);
+  const bool batched = input.dim() == 3;
+  const auto cols = input.contiguous();
+  const int64_t N = batched ? cols.size(0) : 1, C = geo.channels, H = output_size[0], W = output_size[1];
+  auto out = batched ? at::empty({N, C, H, W}, cols.options()) : at::empty({C, H, W}, cols.options());
+  return {cols, out, w, N, C, H, W, geo.out_h, geo.out_w};
 }
 
 } // namespace customops::fold

@@ -3,7 +3,6 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <vector>
@@ -20,15 +19,12 @@ int64_t grain(int64_t elements_per_item) {
 
 at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
                   at::IntArrayRef padding, at::IntArrayRef stride) {
-  const auto w = fold::window("im2col", kernel_size, dilation, padding, stride);
-  fold::check_image("im2col", input);
-  const bool batched = input.dim() == 4;
-  const auto x = input.contiguous();
-  const int64_t N = batched ? x.size(0) : 1, C = x.size(-3), H = x.size(-2), W = x.size(-1);
-  const int64_t oh = fold::positions<int64_t>("im2col", "height", H, w.kh, w.dh, w.ph, w.sh);
-  const int64_t ow = fold::positions<int64_t>("im2col", "width", W, w.kw, w.dw, w.pw, w.sw);
+  const auto plan = fold::plan_im2col(input, kernel_size, dilation, padding, stride);
+  const at::Tensor& x = plan.input;
+  const at::Tensor& out = plan.output;
+  const fold::Window& w = plan.w;
+  const int64_t N = plan.N, C = plan.C, H = plan.H, W = plan.W, oh = plan.out_h, ow = plan.out_w;
   const int64_t rows = C * w.kh * w.kw, L = oh * ow;
-  auto out = batched ? at::empty({N, rows, L}, x.options()) : at::empty({rows, L}, x.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "im2col_cpu", [&] {
     const scalar_t* src = x.const_data_ptr<scalar_t>();
     scalar_t* dst = out.data_ptr<scalar_t>();
@@ -60,14 +56,12 @@ at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntA
 
 at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
                   at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
-  const auto w = fold::window("col2im", kernel_size, dilation, padding, stride);
-  fold::check_columns("col2im", input, w);
-  const auto geo = fold::col2im_geometry<int64_t>(input.sizes(), output_size, w);
-  const bool batched = input.dim() == 3;
-  const auto cols = input.contiguous();
-  const int64_t N = batched ? cols.size(0) : 1, C = geo.channels, H = output_size[0], W = output_size[1];
-  const int64_t oh = geo.out_h, ow = geo.out_w, L = oh * ow;
-  auto out = batched ? at::empty({N, C, H, W}, cols.options()) : at::empty({C, H, W}, cols.options());
+  const auto plan = fold::plan_col2im(input, output_size, kernel_size, dilation, padding, stride);
+  const at::Tensor& cols = plan.input;
+  const at::Tensor& out = plan.output;
+  const fold::Window& w = plan.w;
+  const int64_t N = plan.N, C = plan.C, H = plan.H, W = plan.W, oh = plan.out_h, ow = plan.out_w;
+  const int64_t L = oh * ow;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, cols.scalar_type(), "col2im_cpu", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     const scalar_t* src = cols.const_data_ptr<scalar_t>();

@@ -3,7 +3,6 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -72,16 +71,12 @@ __global__ void col2im_kernel(const scalar_t* __restrict__ src, scalar_t* __rest
 
 at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
                   at::IntArrayRef padding, at::IntArrayRef stride) {
-  const auto w = fold::window("im2col", kernel_size, dilation, padding, stride);
-  fold::check_image("im2col", input);
   const c10::cuda::CUDAGuard guard(input.device());
-  const bool batched = input.dim() == 4;
-  const auto x = input.contiguous();
-  const int64_t N = batched ? x.size(0) : 1, C = x.size(-3), H = x.size(-2), W = x.size(-1);
-  const int64_t oh = fold::positions<int64_t>("im2col", "height", H, w.kh, w.dh, w.ph, w.sh);
-  const int64_t ow = fold::positions<int64_t>("im2col", "width", W, w.kw, w.dw, w.pw, w.sw);
-  const int64_t rows = C * w.kh * w.kw;
-  auto out = batched ? at::empty({N, rows, oh * ow}, x.options()) : at::empty({rows, oh * ow}, x.options());
+  const auto plan = fold::plan_im2col(input, kernel_size, dilation, padding, stride);
+  const at::Tensor& x = plan.input;
+  const at::Tensor& out = plan.output;
+  const fold::Window& w = plan.w;
+  const int64_t N = plan.N, C = plan.C, H = plan.H, W = plan.W, oh = plan.out_h, ow = plan.out_w;
   const int64_t total = N * C * oh * ow;  // one thread per (n, c, window)
   if (total == 0) return out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "im2col_cuda", [&] {
@@ -94,19 +89,17 @@ at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntA
 
 at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
                   at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
-  const auto w = fold::window("col2im", kernel_size, dilation, padding, stride);
-  fold::check_columns("col2im", input, w);
-  const auto geo = fold::col2im_geometry<int64_t>(input.sizes(), output_size, w);
   const c10::cuda::CUDAGuard guard(input.device());
-  const bool batched = input.dim() == 3;
-  const auto cols = input.contiguous();
-  const int64_t N = batched ? cols.size(0) : 1, C = geo.channels, H = output_size[0], W = output_size[1];
-  auto out = batched ? at::empty({N, C, H, W}, cols.options()) : at::empty({C, H, W}, cols.options());
+  const auto plan = fold::plan_col2im(input, output_size, kernel_size, dilation, padding, stride);
+  const at::Tensor& cols = plan.input;
+  const at::Tensor& out = plan.output;
+  const fold::Window& w = plan.w;
+  const int64_t C = plan.C, H = plan.H, W = plan.W, oh = plan.out_h, ow = plan.out_w;
   const int64_t total = out.numel();
   if (total == 0) return out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, cols.scalar_type(), "col2im_cuda", [&] {
     col2im_kernel<<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
-        cols.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), total, C, H, W, geo.out_h, geo.out_w, w);
+        cols.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), total, C, H, W, oh, ow, w);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return out;
