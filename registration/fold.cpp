@@ -7,27 +7,13 @@
 #include <torch/library.h>
 
 #include "kernels/fold.h"
-#include "ops/src/find_op.h"
+#include "ops/src/fold_ops.h"
 
 namespace customops {
 namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-using Unfold = at::Tensor(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef);
-using Fold = at::Tensor(const at::Tensor&, c10::SymIntArrayRef, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
-                        at::IntArrayRef);
-
-const c10::TypedOperatorHandle<Unfold>& unfold_op() {
-  static const auto op = detail::find_op<Unfold>("customops::im2col");
-  return op;
-}
-
-const c10::TypedOperatorHandle<Fold>& fold_op() {
-  static const auto op = detail::find_op<Fold>("customops::col2im");
-  return op;
-}
-
 void save_window(AutogradContext* ctx, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
                  at::IntArrayRef s) {
   ctx->saved_data["k"] = k.vec();
@@ -45,15 +31,14 @@ class UnfoldFunction : public torch::autograd::Function<UnfoldFunction> {
     ctx->saved_data["h"] = input.sym_size(-2);
     ctx->saved_data["w"] = input.sym_size(-1);
     at::AutoDispatchBelowADInplaceOrView guard;
-    return unfold_op().call(input, k, d, p, s);
+    return detail::im2col_op().call(input, k, d, p, s);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto op = detail::find_op<Fold>("customops::im2col_backward");
-    const std::vector<c10::SymInt> size{ctx->saved_data["h"].toSymInt(), ctx->saved_data["w"].toSymInt()};
     auto& sd = ctx->saved_data;
-    return {op.call(grads[0], size, sd["k"].toIntVector(), sd["d"].toIntVector(), sd["p"].toIntVector(),
-                    sd["s"].toIntVector()),
+    const std::vector<c10::SymInt> size{sd["h"].toSymInt(), sd["w"].toSymInt()};
+    return {detail::im2col_backward_op().call(grads[0], size, sd["k"].toIntVector(), sd["d"].toIntVector(),
+                                              sd["p"].toIntVector(), sd["s"].toIntVector()),
             {}, {}, {}, {}};
   }
 };
@@ -65,14 +50,13 @@ class FoldFunction : public torch::autograd::Function<FoldFunction> {
                             at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s) {
     save_window(ctx, k, d, p, s);
     at::AutoDispatchBelowADInplaceOrView guard;
-    return fold_op().call(input, size, k, d, p, s);
+    return detail::col2im_op().call(input, size, k, d, p, s);
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    static const auto op = detail::find_op<Unfold>("customops::col2im_backward");
     auto& sd = ctx->saved_data;
-    return {op.call(grads[0], sd["k"].toIntVector(), sd["d"].toIntVector(), sd["p"].toIntVector(),
-                    sd["s"].toIntVector()),
+    return {detail::col2im_backward_op().call(grads[0], sd["k"].toIntVector(), sd["d"].toIntVector(),
+                                              sd["p"].toIntVector(), sd["s"].toIntVector()),
             {}, {}, {}, {}, {}};
   }
 };
