@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from .benchmark.report import columns
 from .benchmark.table import TABLE
 from .benchmark.timing import median_ms
 
@@ -60,9 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                     err = (out.to(expected.device, torch.float64) - expected).abs().max().item()
                     ok &= err <= TOLERANCE
                     rows.append((entry.name, device.type, path, f"{err:.2e}", f"{ms:.4f}", f"{ref_ms:.4f}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)))
+    print(columns(rows))
     print("all paths agree with the reference" if ok else f"MISMATCH: some error is above {TOLERANCE}")
     return 0 if ok else 1
 

@@ -24,10 +24,14 @@ class Row:
                 f"{100 * self.pytorch_share:.0f}%")
 
 
+def columns(lines: list[tuple[str, ...]]) -> str:
+    """Lines of cells (the first is the header) as left-aligned text columns."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(line, widths)) for line in lines)
+
+
 def text_table(rows: list[Row]) -> str:
-    cells = [HEADER] + [r.cells() for r in rows]
-    widths = [max(len(c[i]) for c in cells) for i in range(len(HEADER))]
-    return "\n".join("  ".join(c[i].ljust(widths[i]) for i in range(len(HEADER))) for c in cells)
+    return columns([HEADER] + [r.cells() for r in rows])
 
 
 def markdown(rows: list[Row], preamble: str) -> str:
