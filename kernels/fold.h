@@ -88,6 +88,10 @@ Plan plan_col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntAr
 
 namespace cpu {
 CUSTOMOPS_CPU_DECLARE(
+    // Fill plan.output from plan.input (a contiguous (N, ...) tensor each); the
+    // convolutions call these on slices of the batch.
+    void im2col_into(const fold::Plan& plan);
+    void col2im_into(const fold::Plan& plan);
     at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
                       at::IntArrayRef padding, at::IntArrayRef stride);
     at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
@@ -95,6 +99,8 @@ CUSTOMOPS_CPU_DECLARE(
 } // namespace cpu
 
 namespace cuda {
+void im2col_into(const fold::Plan& plan);
+void col2im_into(const fold::Plan& plan);
 at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
                   at::IntArrayRef padding, at::IntArrayRef stride);
 at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,

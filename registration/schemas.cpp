@@ -19,4 +19,15 @@ TORCH_LIBRARY(customops, m) {
         "int[2] stride) -> Tensor", pt2);
   m.def("col2im_backward(Tensor grad_out, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) "
         "-> Tensor", pt2);
+
+  // Convolutions. A backward computes the gradients output_mask asks for
+  // (input, weight, bias) and returns undefined tensors (None) for the others.
+  m.def("conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+        "int[2] dilation=1, int groups=1) -> Tensor", pt2);
+  m.def("conv2d_backward(Tensor grad_out, Tensor input, Tensor weight, int[2] stride, int[2] padding, "
+        "int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", pt2);
+  m.def("depthwise_conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+        "int[2] dilation=1) -> Tensor", pt2);
+  m.def("depthwise_conv2d_backward(Tensor grad_out, Tensor input, Tensor weight, int[2] stride, int[2] padding, "
+        "int[2] dilation, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", pt2);
 }

@@ -24,6 +24,8 @@ fi
 tag="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cs 'A-Za-z0-9' '_' | sed 's/_$//')"
 python3 -m customops.benchmark --device cuda --markdown "$ROOT/docs/benchmarks/cuda_${tag}.md" \
   --plot "$ROOT/docs/benchmarks/cuda_${tag}.png" 2>&1 | tee "$OUT/bench.log" || status=1
+python3 -m customops.benchmark.breakdown --markdown "$ROOT/docs/benchmarks/cuda_${tag}.md" 2>&1 \
+  | tee "$OUT/breakdown.log" || status=1
 cp "$ROOT/docs/benchmarks/cuda_${tag}".* "$OUT/" 2>/dev/null
 python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" 2>&1 | tee "$OUT/demo.log" || status=1
 echo "gpu_check exit status: $status"

@@ -17,9 +17,7 @@ int64_t grain(int64_t elements_per_item) {
 
 } // namespace
 
-at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
-                  at::IntArrayRef padding, at::IntArrayRef stride) {
-  const auto plan = fold::plan_im2col(input, kernel_size, dilation, padding, stride);
+void im2col_into(const fold::Plan& plan) {
   const at::Tensor& x = plan.input;
   const at::Tensor& out = plan.output;
   const fold::Window& w = plan.w;
@@ -51,12 +49,9 @@ at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntA
       }
     });
   });
-  return out;
 }
 
-at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
-                  at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
-  const auto plan = fold::plan_col2im(input, output_size, kernel_size, dilation, padding, stride);
+void col2im_into(const fold::Plan& plan) {
   const at::Tensor& cols = plan.input;
   const at::Tensor& out = plan.output;
   const fold::Window& w = plan.w;
@@ -92,7 +87,20 @@ at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntA
       }
     });
   });
-  return out;
+}
+
+at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                  at::IntArrayRef padding, at::IntArrayRef stride) {
+  const auto plan = fold::plan_im2col(input, kernel_size, dilation, padding, stride);
+  im2col_into(plan);
+  return plan.output;
+}
+
+at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
+                  at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
+  const auto plan = fold::plan_col2im(input, output_size, kernel_size, dilation, padding, stride);
+  col2im_into(plan);
+  return plan.output;
 }
 
 } // namespace customops::cpu::CPU_CAPABILITY

@@ -6,9 +6,12 @@ library serves TorchScript, torch.compile, torch.export and C++ programs.
 """
 
 from ._library import build_info, library_path
-from .functional import col2im, im2col, quick_gelu
-from .modules import Col2im, Im2col, QuickGELU
+from .functional import col2im, conv2d, depthwise_conv2d, im2col, quick_gelu
+from .modules import Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU
 
 __version__ = build_info().get("version", "0+unknown")
 
-__all__ = ["Col2im", "Im2col", "QuickGELU", "build_info", "col2im", "im2col", "library_path", "quick_gelu"]
+__all__ = [
+    "Col2im", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "build_info", "col2im", "conv2d",
+    "depthwise_conv2d", "im2col", "library_path", "quick_gelu",
+]

@@ -3,6 +3,8 @@ eager mode, under torch.compile and torch.export, and inside TorchScript."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 import torch
 from torch import Tensor
 from torch._jit_internal import BroadcastingList2
@@ -92,4 +94,70 @@ def col2im(
         output_size = [output_size, output_size]
     return torch.ops.customops.col2im(
         input, output_size, _int_pair(kernel_size), _int_pair(dilation), _int_pair(padding), _int_pair(stride)
+    )
+
+
+def conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: BroadcastingList2[int] = 1,
+    padding: BroadcastingList2[int] = 0,
+    dilation: BroadcastingList2[int] = 1,
+    groups: int = 1,
+) -> Tensor:
+    r"""2-D convolution, equal to :func:`torch.nn.functional.conv2d` with numeric
+    padding, computed as im2col + GEMM (BLAS on CPU, cuBLAS on CUDA).
+
+    The column buffer is built a chunk of the batch at a time, so the extra memory
+    stays under ``CUSTOMOPS_CONV2D_WORKSPACE_MIB`` (default 256 MiB; at least one
+    image's columns) whatever the batch size. A 1x1, stride-1, unpadded convolution
+    multiplies the image directly and allocates no columns.
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``; float16, bfloat16,
+            float32 or float64, on CPU or CUDA. Any memory layout.
+        weight: ``(O, C/groups, kh, kw)``, same dtype and device.
+        bias: ``(O,)`` or None.
+        stride, padding, dilation: an int or a pair ``(height, width)``.
+        groups: divides both C and O.
+
+    Returns:
+        ``(N, O, out_h, out_w)`` (or unbatched), contiguous. Differentiable twice in
+        input, weight and bias. On CUDA, float32 GEMMs use TF32 only where
+        ``torch.backends.cuda.matmul.allow_tf32`` allows (off by default), unlike
+        cuDNN convolutions, which follow ``torch.backends.cudnn.allow_tf32`` (on).
+    """
+    return torch.ops.customops.conv2d(
+        input, weight, bias, _int_pair(stride), _int_pair(padding), _int_pair(dilation), int(groups)
+    )
+
+
+def depthwise_conv2d(
+    input: Tensor,
+    weight: Tensor,
+    bias: Optional[Tensor] = None,
+    stride: BroadcastingList2[int] = 1,
+    padding: BroadcastingList2[int] = 0,
+    dilation: BroadcastingList2[int] = 1,
+) -> Tensor:
+    r"""Depthwise 2-D convolution: each input channel ``c`` is convolved with its
+    own ``m`` filters, giving output channels ``c*m .. c*m+m-1``. Equal to
+    ``torch.nn.functional.conv2d(input, weight, bias, stride, padding, dilation,
+    groups=C)``, computed by direct kernels (no column buffer), for kernels of any
+    size.
+
+    Args:
+        input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``; float16, bfloat16,
+            float32 or float64, on CPU or CUDA. Any memory layout.
+        weight: ``(C*m, 1, kh, kw)`` for a channel multiplier ``m >= 1``.
+        bias: ``(C*m,)`` or None.
+        stride, padding, dilation: an int or a pair ``(height, width)``.
+
+    Returns:
+        ``(N, C*m, out_h, out_w)`` (or unbatched), contiguous. Differentiable twice.
+        The weight gradient is reduced in a fixed order: identical run to run.
+    """
+    return torch.ops.customops.depthwise_conv2d(
+        input, weight, bias, _int_pair(stride), _int_pair(padding), _int_pair(dilation)
     )

@@ -281,4 +281,185 @@ COL2IM = OpInfo(
                                                                             "stride"))),
 )
 
-OP_DB: list[OpInfo] = [QUICK_GELU, IM2COL, COL2IM]
+
+# --- conv2d / depthwise_conv2d --------------------------------------------------
+
+# (input shape, weight shape, bias, stride, padding, dilation, groups, name)
+_CONVS = [
+    ((2, 4, 9, 7), (6, 4, 3, 3), True, 1, 1, 1, 1, "3x3_pad1"),
+    ((2, 4, 9, 7), (6, 2, 2, 3), True, (2, 3), (1, 0), (2, 1), 2, "asymmetric_groups"),
+    ((3, 9, 8), (4, 3, 3, 2), False, 1, (0, 1), 1, 1, "unbatched_no_bias"),
+    ((1, 2, 1, 1), (3, 2, 1, 1), True, 1, 0, 1, 1, "1x1_image"),
+    ((2, 4, 6, 5), (8, 4, 1, 1), True, 1, 0, 1, 1, "pointwise"),
+    ((2, 4, 6, 5), (4, 2, 1, 1), True, 1, 0, 1, 2, "pointwise_groups"),
+    ((2, 2, 7, 7), (3, 2, 2, 2), True, 3, 0, 1, 1, "stride_gt_kernel"),
+    ((2, 3, 5, 5), (2, 3, 5, 5), True, 1, 0, 1, 1, "output_1x1"),
+    ((0, 3, 6, 6), (4, 3, 3, 3), True, 1, 1, 1, 1, "batch0"),
+    ((1, 4, 13, 11), (4, 1, 3, 5), True, (2, 1), (2, 3), (2, 2), 4, "odd_sizes"),
+]
+
+# The same for depthwise_conv2d (groups = C; weight (C*m, 1, kh, kw)).
+_DEPTHWISE = [
+    ((2, 3, 9, 7), (3, 1, 3, 3), True, 1, 1, 1, "3x3_pad1"),
+    ((2, 3, 9, 7), (6, 1, 2, 3), True, (2, 3), (1, 0), (2, 1), "multiplier_asymmetric"),
+    ((3, 8, 6), (6, 1, 3, 2), False, 1, (0, 1), 1, "unbatched_no_bias"),
+    ((1, 2, 1, 1), (2, 1, 1, 1), True, 1, 0, 1, "1x1_image"),
+    ((2, 2, 7, 7), (4, 1, 2, 2), True, 3, 0, 1, "stride_gt_kernel"),
+    ((2, 3, 5, 5), (3, 1, 5, 5), True, 1, 0, 1, "output_1x1"),
+    ((0, 3, 6, 6), (3, 1, 3, 3), True, 1, 1, 1, "batch0"),
+    ((1, 2, 13, 11), (6, 1, 3, 5), True, (2, 1), (2, 3), (2, 2), "odd_sizes"),
+    ((1, 2, 10, 12), (2, 1, 3, 3), True, 1, 4, 1, "padding_gt_kernel"),
+    ((1, 2, 23, 11), (4, 1, 3, 3), True, (2, 1), (1, 1), (3, 1), "row_stride_and_dilation"),
+    ((2, 2, 20, 70), (4, 1, 7, 7), True, 1, 3, 1, "k7_several_tiles"),
+    ((1, 2, 9, 8), (2, 1, 31, 31), True, 1, 15, 1, "k31"),
+]
+
+
+def _conv_kwargs(stride, padding, dilation, groups=None):
+    kw = {"stride": stride, "padding": padding, "dilation": dilation}
+    if groups is not None:
+        kw["groups"] = groups
+    return kw
+
+
+def _conv_samples_from(cases, depthwise):
+    def samples(device, dtype, requires_grad):
+        def t(shape, **kw):
+            return make_tensor(shape, device=device, dtype=dtype, low=-1, high=1, requires_grad=requires_grad, **kw)
+
+        for case in cases:
+            (xs, ws, has_bias, stride, padding, dilation), rest = case[:6], case[6:]
+            groups = None if depthwise else rest[0]
+            bias = t((ws[0],)) if has_bias else None
+            yield SampleInput((t(xs), t(ws), bias), _conv_kwargs(stride, padding, dilation, groups), rest[-1])
+        xs, ws = (2, 4, 9, 7), ((8, 1, 3, 3) if depthwise else (6, 4, 3, 3))
+        kw = _conv_kwargs(2, 1, 1, None if depthwise else 1)
+        yield SampleInput((t(xs, noncontiguous=True), t(ws, noncontiguous=True), t((ws[0],), noncontiguous=True)),
+                          kw, "noncontiguous")
+        x = make_tensor(xs, device=device, dtype=dtype, low=-1, high=1).to(memory_format=torch.channels_last)
+        yield SampleInput((x.requires_grad_(requires_grad), t(ws), t((ws[0],))), kw, "channels_last")
+
+    return samples
+
+
+def _conv_dynamic(depthwise):
+    def samples(device, dtype):
+        # Sizes chosen so that no two unrelated dimensions are equal in the first
+        # sample (dynamo would give them one symbol).
+        w = make_tensor((8, 1, 3, 5) if depthwise else (6, 4, 3, 5), device=device, dtype=dtype, low=-1, high=1)
+        b = make_tensor((w.shape[0],), device=device, dtype=dtype, low=-1, high=1)
+        kw = _conv_kwargs(1, (1, 2), 1, None if depthwise else 1)
+        for n, h, wd in ((2, 9, 11), (3, 12, 10), (5, 14, 13)):
+            x = make_tensor((n, 4, h, wd), device=device, dtype=dtype, low=-1, high=1)
+            yield SampleInput((x, w, b), kw, f"n{n}_{h}x{wd}")
+
+    return samples
+
+
+def _conv_errors(depthwise):
+    def errors(device):
+        x = torch.randn(2, 4, 6, 6, device=device)
+        w = torch.randn(8, 1, 3, 3, device=device) if depthwise else torch.randn(6, 4, 3, 3, device=device)
+        b = torch.randn(w.shape[0], device=device)
+        kw = _conv_kwargs(1, 1, 1, None if depthwise else 1)
+
+        def bad(args, match, **over):
+            return ErrorInput(SampleInput(args, {**kw, **over}), match)
+
+        yield bad((x[0, 0], w, b), r"expected input to be a 3-D .* or 4-D .* got 2-D")
+        yield bad((x, w[0], b), r"expected weight to be a 4-D")
+        yield bad((x.long(), w, b), r"expected input to be a floating-point tensor")
+        yield bad((x, w.double(), b), r"expected weight to have the dtype of input")
+        yield bad((x, w, b.double()), r"expected bias to have the dtype of input")
+        yield bad((x, w, b[:-1]), r"expected bias to be a 1-D tensor of %d elements" % w.shape[0])
+        yield bad((x, torch.randn(w.shape[0], w.shape[1], 9, 3, device=device), b),
+                  r"kernel .* is larger than the padded input")
+        yield bad((x, w, b), r"expected stride to be positive", stride=0)
+        yield bad((x, w, b), r"expected dilation to be positive", dilation=(1, 0))
+        yield bad((x, w, b), r"expected padding to be non-negative", padding=-1)
+        yield bad((torch.randn(2, 4, 0, 6, device=device), w, b), r"expected input to have non-empty C, H and W")
+        if depthwise:
+            yield bad((x, torch.randn(6, 1, 3, 3, device=device), b[:6]), r"expected weight of shape \(C\*m, 1, kh, kw\)")
+            yield bad((x, torch.randn(8, 2, 3, 3, device=device), b), r"expected weight of shape \(C\*m, 1, kh, kw\)")
+        else:
+            yield bad((x, torch.randn(6, 3, 3, 3, device=device), b), r"expected weight's dimension 1 \(3\)")
+            yield bad((x, torch.randn(6, 4, 3, 3, device=device), b), r"expected groups \(3\) to divide the input's",
+                      groups=3)
+            yield bad((x, torch.randn(5, 2, 3, 3, device=device), b[:5]),
+                      r"expected groups \(2\) to divide weight's output channels", groups=2)
+            yield bad((x, w, b), r"expected groups to be positive", groups=0)
+        grad = torch.randn(2, w.shape[0], 5, 6, device=device)
+        args = (grad, x, w, [1, 1], [1, 1], [1, 1]) + (() if depthwise else (1,)) + ([True, True, True],)
+        yield ErrorInput(SampleInput(args), r"expected grad_out to have the output's shape", backward=True)
+        other = "cpu" if torch.device(device).type == "cuda" else ("cuda" if torch.cuda.is_available() else None)
+        if other is not None:
+            yield bad((x, w.to(other), b), r"expected weight and input on the same device")
+            yield bad((x, w, b.to(other)), r"expected bias and input on the same device")
+
+    return errors
+
+
+def _conv_module(cls):
+    def make(sample):
+        x, w, b = sample.args
+        kw = dict(sample.kwargs)
+        m = cls(x.shape[-3], w.shape[0], tuple(w.shape[-2:]), bias=b is not None, device=x.device, dtype=x.dtype,
+                **kw)
+        with torch.no_grad():
+            m.weight.copy_(w)
+            if b is not None:
+                m.bias.copy_(b)
+        return m, (x.detach(),)
+
+    return make
+
+
+def _conv_backward_args(depthwise):
+    def args(sample, grad):
+        x, w, b = sample.args
+        kw = sample.kwargs
+        pair = lambda v: list(v) if isinstance(v, tuple) else [v, v]  # noqa: E731
+        geometry = [pair(kw["stride"]), pair(kw["padding"]), pair(kw["dilation"])]
+        groups = [] if depthwise else [kw["groups"]]
+        return (grad, x, w, *geometry, *groups, [True, True, b is not None])
+
+    return args
+
+
+def _depthwise_ref(x, w, b=None, stride=1, padding=0, dilation=1):
+    return torch.nn.functional.conv2d(x, w, b, stride, padding, dilation, groups=x.shape[-3])
+
+
+# Sums of many products: a little more room than elementwise ops.
+_CONV_TOLERANCES = {
+    torch.float64: (1e-10, 1e-12),
+    torch.float32: (2e-5, 2e-5),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (5e-2, 5e-2),
+}
+
+CONV2D = OpInfo(
+    name="conv2d",
+    op=customops.conv2d,
+    ref=torch.nn.functional.conv2d,
+    sample_inputs=_conv_samples_from(_CONVS, depthwise=False),
+    dynamic_samples=_conv_dynamic(depthwise=False),
+    error_inputs=_conv_errors(depthwise=False),
+    module=_conv_module(customops.Conv2d),
+    backward_args=_conv_backward_args(depthwise=False),
+    tolerances=dict(_CONV_TOLERANCES),
+)
+
+DEPTHWISE_CONV2D = OpInfo(
+    name="depthwise_conv2d",
+    op=customops.depthwise_conv2d,
+    ref=_depthwise_ref,
+    sample_inputs=_conv_samples_from(_DEPTHWISE, depthwise=True),
+    dynamic_samples=_conv_dynamic(depthwise=True),
+    error_inputs=_conv_errors(depthwise=True),
+    module=_conv_module(customops.DepthwiseConv2d),
+    backward_args=_conv_backward_args(depthwise=True),
+    tolerances=dict(_CONV_TOLERANCES),
+)
+
+OP_DB: list[OpInfo] = [QUICK_GELU, IM2COL, COL2IM, CONV2D, DEPTHWISE_CONV2D]

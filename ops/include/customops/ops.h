@@ -5,5 +5,6 @@
 // Python and TorchScript.
 #pragma once
 
+#include <customops/conv.h>
 #include <customops/fold.h>
 #include <customops/quick_gelu.h>

@@ -1,0 +1,133 @@
+// conv2d as im2col + GEMM. With G groups, a batch chunk of nc images, Og = O/G
+// output and Kg = (C/G)*kh*kw column rows per group, L = out_h*out_w:
+//   forward       out[n, g]  (Og, L)  = W[g] (Og, Kg)  @ cols[n, g] (Kg, L)
+//   input grad    gcols[n, g] (Kg, L) = W[g]^T          @ gout[n, g] (Og, L), then col2im
+//   weight grad   gW[g]     (Og, Kg)  = sum_n gout[n, g] @ cols[n, g]^T
+// each one batched matrix product over the nc*G (image, group) pairs; BLAS or
+// cuBLAS does the arithmetic.
+#include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "kernels/conv2d.h"
+
+namespace customops::conv {
+namespace {
+
+struct Gemm {
+  Shape<int64_t> s;
+  fold::Window w;
+  int64_t G, Og, Kg, L;
+  bool pointwise;  // 1x1, stride 1, unpadded: the image is its own column matrix
+  at::Tensor x;    // contiguous (N, C, H, W)
+  at::Tensor wg;   // contiguous (G, Og, Kg)
+
+  // wg for every image of a chunk of nc: a stride-0 view when G == 1.
+  at::Tensor weight_batch(int64_t nc) const {
+    return wg.unsqueeze(0).expand({nc, G, Og, Kg}).reshape({nc * G, Og, Kg});
+  }
+
+  // Images per chunk when `buffers` column buffers are live at once.
+  int64_t chunk(int buffers) const {
+    if (pointwise) return std::max<int64_t>(s.N, 1);
+    const int64_t per_image = s.C * w.kh * w.kw * L * x.element_size() * std::max(buffers, 1);
+    return std::clamp<int64_t>(workspace_limit_bytes() / per_image, 1, std::max<int64_t>(s.N, 1));
+  }
+
+  // Columns (nc*G, Kg, L) of images [n0, n0 + nc).
+  at::Tensor columns(const FoldKernels& fold, int64_t n0, int64_t nc) const {
+    const auto images = x.narrow(0, n0, nc);
+    if (pointwise) return images.view({nc * G, Kg, L});
+    auto cols = at::empty({nc, s.C * w.kh * w.kw, L}, x.options());
+    fold.im2col({images, cols, w, nc, s.C, s.H, s.W, s.out_h, s.out_w});
+    return cols.view({nc * G, Kg, L});
+  }
+};
+
+Gemm plan(const char* op, const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
+  fold::Window w{};
+  const auto s = check<int64_t>(op, false, input, weight, bias, stride, padding, dilation, groups, &w);
+  const int64_t G = groups, Og = s.O / G, Kg = (s.C / G) * w.kh * w.kw;
+  const bool pointwise = w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.ph == 0 && w.pw == 0;
+  auto x = (s.batched ? input : input.unsqueeze(0)).contiguous();
+  return {s, w, G, Og, Kg, s.out_h * s.out_w, pointwise, x, weight.contiguous().view({G, Og, Kg})};
+}
+
+} // namespace
+
+int64_t workspace_limit_bytes() {
+  // Read on every call (a getenv is cheap next to a convolution), so it can be
+  // changed in a running process.
+  const char* mib = std::getenv("CUSTOMOPS_CONV2D_WORKSPACE_MIB");
+  const int64_t parsed = mib == nullptr ? 0 : std::atoll(mib);
+  return (parsed > 0 ? parsed : 256) << 20;
+}
+
+at::Tensor gemm_forward(const FoldKernels& fold, const at::Tensor& input, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                        at::IntArrayRef dilation, int64_t groups) {
+  const auto p = plan("conv2d", input, weight, bias, stride, padding, dilation, groups);
+  const auto& s = p.s;
+  auto out = at::empty({s.N, s.O, s.out_h, s.out_w}, p.x.options());
+  const int64_t chunk = p.chunk(1);
+  const auto weights = p.weight_batch(std::min(chunk, s.N));
+  for (int64_t n0 = 0; n0 < s.N; n0 += chunk) {
+    const int64_t nc = std::min(chunk, s.N - n0);
+    // The chunk's columns are freed before the next chunk's are made, so the
+    // caching allocators hand the same block back.
+    const auto cols = p.columns(fold, n0, nc);
+    auto dst = out.narrow(0, n0, nc).view({nc * p.G, p.Og, p.L});
+    at::bmm_out(dst, weights.narrow(0, 0, nc * p.G), cols);
+  }
+  if (bias.has_value() && bias->defined()) {
+    out.add_(bias->view({1, s.O, 1, 1}));
+  }
+  return s.batched ? out : out.squeeze(0);
+}
+
+Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const at::Tensor& input,
+                    const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                    at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
+  const auto p = plan("conv2d_backward", input, weight, std::nullopt, stride, padding, dilation, groups);
+  const auto& s = p.s;
+  check_grad_out("conv2d_backward", grad_out, input, s);
+  const auto gout = (s.batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  const auto opmath = at::toOpMathType(p.x.scalar_type());
+
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) grad_input = at::empty({s.N, s.C, s.H, s.W}, p.x.options());
+  if (output_mask[1]) grad_weight = at::zeros({p.G * p.Og * p.Kg}, p.x.options().dtype(opmath));
+  // The input gradient's and the weight gradient's column buffers are alive
+  // together: each chunk holds half as many images.
+  const int64_t chunk = p.chunk(int(output_mask[0]) + int(output_mask[1]));
+  const auto weights = p.weight_batch(std::min(chunk, s.N));
+  for (int64_t n0 = 0; n0 < s.N && (output_mask[0] || output_mask[1]); n0 += chunk) {
+    const int64_t nc = std::min(chunk, s.N - n0);
+    const auto g = gout.narrow(0, n0, nc).view({nc * p.G, p.Og, p.L});
+    if (output_mask[1]) {
+      // Per-image products summed in opmath: the batch sum is the reduction.
+      const auto per_image = at::bmm(g, p.columns(fold, n0, nc).mT());
+      grad_weight.add_(per_image.view({nc, -1}).sum(0, false, opmath));
+    }
+    if (output_mask[0]) {
+      const auto w_t = weights.narrow(0, 0, nc * p.G).mT();
+      auto dst = grad_input.narrow(0, n0, nc);
+      if (p.pointwise) {
+        auto dst_view = dst.view({nc * p.G, p.Kg, p.L});
+        at::bmm_out(dst_view, w_t, g);
+      } else {
+        const auto gcols = at::bmm(w_t, g).view({nc, s.C * p.w.kh * p.w.kw, p.L});
+        fold.col2im({gcols, dst, p.w, nc, s.C, s.H, s.W, s.out_h, s.out_w});
+      }
+    }
+  }
+  if (output_mask[0] && !s.batched) grad_input = grad_input.squeeze(0);
+  if (output_mask[1]) grad_weight = grad_weight.view(weight.sizes()).to(weight.scalar_type());
+  if (output_mask[2]) grad_bias = gout.sum({0, 2, 3});
+  return {grad_input, grad_weight, grad_bias};
+}
+
+} // namespace customops::conv

@@ -1,0 +1,201 @@
+// Convolution family: conv2d (im2col + GEMM) and depthwise_conv2d (direct
+// kernels). Both take NCHW input (or unbatched CHW) and OIHW weights, and share
+// the argument checks and output geometry below.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/SymInt.h>
+
+#include <array>
+#include <optional>
+#include <tuple>
+
+#include "kernels/common/checks.h"
+#include "kernels/common/cpu_capability.h"
+#include "kernels/fold.h"
+
+namespace customops::conv {
+
+using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;  // input, weight, bias
+
+template <typename Int>
+struct Shape {
+  Int N, C, H, W, O, out_h, out_w;
+  bool batched;
+};
+
+inline c10::ArrayRef<int64_t> sizes_of(const at::Tensor& t, int64_t) {
+  return t.sizes();
+}
+inline c10::SymIntArrayRef sizes_of(const at::Tensor& t, const c10::SymInt&) {
+  return t.sym_sizes();
+}
+
+// Checks every argument of a convolution with `groups` groups (depthwise: one
+// group per input channel) and returns its sizes; *window receives the kernel
+// size (from weight), stride, padding and dilation. Int is int64_t in the CPU
+// and CUDA kernels and c10::SymInt in the Meta kernels (whose kernel sizes get
+// specialised: they pick code paths).
+template <typename Int>
+Shape<Int> check(const char* op, bool depthwise, const at::Tensor& input, const at::Tensor& weight,
+                 const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                 at::IntArrayRef dilation, int64_t groups, fold::Window* window) {
+  checks::floating(op, "input", input);
+  checks::floating(op, "weight", weight);
+  checks::same_dtype(op, "weight", weight, "input", input);
+  checks::same_device(op, "weight", weight, "input", input);
+  TORCH_CHECK(input.dim() == 3 || input.dim() == 4, "customops::", op,
+              ": expected input to be a 3-D (C, H, W) or 4-D (N, C, H, W) tensor, got ", input.dim(), "-D");
+  const char* weight_shape = depthwise ? "(C*m, 1, kh, kw)" : "(out_channels, in_channels/groups, kh, kw)";
+  TORCH_CHECK(weight.dim() == 4, "customops::", op, ": expected weight to be a 4-D ", weight_shape,
+              " tensor, got ", weight.dim(), "-D");
+  const auto in = sizes_of(input, Int{});
+  const auto ws = sizes_of(weight, Int{});
+  const bool batched = input.dim() == 4;
+  const Int N = batched ? in[0] : Int(1);
+  const Int &C = in[in.size() - 3], &H = in[in.size() - 2], &W = in[in.size() - 1];
+  TORCH_CHECK(fold::holds(C > 0) && fold::holds(H > 0) && fold::holds(W > 0), "customops::", op,
+              ": expected input to have non-empty C, H and W dimensions, got ", in);
+  TORCH_CHECK(fold::holds(ws[0] > 0) && fold::holds(ws[2] > 0) && fold::holds(ws[3] > 0), "customops::", op,
+              ": expected weight to be a non-empty ", weight_shape, " tensor, got ", ws);
+  TORCH_CHECK(groups >= 1, "customops::", op, ": expected groups to be positive, got ", groups);
+  if (depthwise) {
+    TORCH_CHECK(fold::holds(ws[1] == 1) && fold::holds(ws[0] % C == 0), "customops::", op,
+                ": expected weight of shape (C*m, 1, kh, kw) for input with C = ", C, " channels, got ", ws);
+  } else {
+    TORCH_CHECK(fold::holds(C % groups == 0), "customops::", op, ": expected groups (", groups,
+                ") to divide the input's channels (", C, ")");
+    TORCH_CHECK(fold::holds(ws[0] % groups == 0), "customops::", op, ": expected groups (", groups,
+                ") to divide weight's output channels (", ws[0], ")");
+    TORCH_CHECK(fold::holds(ws[1] * groups == C), "customops::", op, ": expected weight's dimension 1 (", ws[1],
+                ") to be the input's channels (", C, ") / groups (", groups, ")");
+  }
+  if (bias.has_value() && bias->defined()) {
+    checks::floating(op, "bias", *bias);
+    checks::same_dtype(op, "bias", *bias, "input", input);
+    checks::same_device(op, "bias", *bias, "input", input);
+    TORCH_CHECK(bias->dim() == 1 && fold::holds(sizes_of(*bias, Int{})[0] == ws[0]), "customops::", op,
+                ": expected bias to be a 1-D tensor of ", ws[0], " elements (weight's output channels), got shape ",
+                sizes_of(*bias, Int{}));
+  }
+  const int64_t kh = weight.sym_size(2).guard_int(__FILE__, __LINE__);
+  const int64_t kw = weight.sym_size(3).guard_int(__FILE__, __LINE__);
+  *window = fold::window(op, {kh, kw}, dilation, padding, stride);
+  const fold::Window& w = *window;
+  const Int out_h = fold::positions<Int>(op, "height", H, w.kh, w.dh, w.ph, w.sh);
+  const Int out_w = fold::positions<Int>(op, "width", W, w.kw, w.dw, w.pw, w.sw);
+  return {N, C, H, W, ws[0], out_h, out_w, batched};
+}
+
+// Every tensor argument on input's device. The CUDA kernels check it before
+// they enter the input's device (a CPU tensor would fail that with an
+// unhelpful message).
+inline void check_devices(const char* op, const at::Tensor& input, const at::Tensor& weight,
+                          const std::optional<at::Tensor>& bias, const at::Tensor& grad_out = {}) {
+  checks::same_device(op, "weight", weight, "input", input);
+  if (bias.has_value() && bias->defined()) checks::same_device(op, "bias", *bias, "input", input);
+  if (grad_out.defined()) checks::same_device(op, "grad_out", grad_out, "input", input);
+}
+
+// grad_out must have the forward output's shape.
+template <typename Int>
+void check_grad_out(const char* op, const at::Tensor& grad_out, const at::Tensor& input, const Shape<Int>& s) {
+  checks::floating(op, "grad_out", grad_out);
+  checks::same_dtype(op, "grad_out", grad_out, "input", input);
+  checks::same_device(op, "grad_out", grad_out, "input", input);
+  const auto g = sizes_of(grad_out, Int{});
+  const bool ok = s.batched ? g.size() == 4 && fold::holds(g[0] == s.N) && fold::holds(g[1] == s.O) &&
+                                  fold::holds(g[2] == s.out_h) && fold::holds(g[3] == s.out_w)
+                            : g.size() == 3 && fold::holds(g[0] == s.O) && fold::holds(g[1] == s.out_h) &&
+                                  fold::holds(g[2] == s.out_w);
+  TORCH_CHECK(ok, "customops::", op, ": expected grad_out to have the output's shape (",
+              s.batched ? "N, " : "", s.O, ", ", s.out_h, ", ", s.out_w, "), got ", g);
+}
+
+// The column buffer of conv2d is built this many bytes at a time (a chunk of
+// the batch, at least one image): CUSTOMOPS_CONV2D_WORKSPACE_MIB, default 256.
+int64_t workspace_limit_bytes();
+
+// The GEMM formulation, written once in ATen ops for every device: the backend
+// only supplies its fold kernels.
+struct FoldKernels {
+  void (*im2col)(const fold::Plan&);
+  void (*col2im)(const fold::Plan&);
+};
+at::Tensor gemm_forward(const FoldKernels& fold, const at::Tensor& input, const at::Tensor& weight,
+                        const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                        at::IntArrayRef dilation, int64_t groups);
+Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const at::Tensor& input,
+                    const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                    at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask);
+
+// What the depthwise kernels of every device need once the arguments are
+// checked: contiguous 4-D input, (O, kh*kw) weights, output allocated.
+struct DepthwisePlan {
+  Shape<int64_t> s;
+  fold::Window w;
+  int64_t m;  // channel multiplier: output channel o reads input channel o / m
+  at::Tensor x, weight, bias, out;  // bias may be undefined
+};
+DepthwisePlan depthwise_plan(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation);
+
+// The same for the backward op: gout contiguous 4-D, out unused.
+struct DepthwiseBackwardPlan {
+  DepthwisePlan p;
+  at::Tensor gout;
+};
+DepthwiseBackwardPlan depthwise_backward_plan(const at::Tensor& grad_out, const at::Tensor& input,
+                                              const at::Tensor& weight, at::IntArrayRef stride,
+                                              at::IntArrayRef padding, at::IntArrayRef dilation);
+
+// Drops the batch dimension of results for unbatched inputs.
+at::Tensor unbatch(const at::Tensor& t, const Shape<int64_t>& s);
+
+} // namespace customops::conv
+
+namespace customops {
+
+namespace cpu {
+CUSTOMOPS_CPU_DECLARE(
+    at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+    conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                                at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                int64_t groups, std::array<bool, 3> output_mask);
+    at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation);
+    conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input,
+                                          const at::Tensor& weight, at::IntArrayRef stride,
+                                          at::IntArrayRef padding, at::IntArrayRef dilation,
+                                          std::array<bool, 3> output_mask);)
+} // namespace cpu
+
+namespace cuda {
+at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                            int64_t groups, std::array<bool, 3> output_mask);
+at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation);
+conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      std::array<bool, 3> output_mask);
+} // namespace cuda
+
+namespace meta {
+at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
+conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                            int64_t groups, std::array<bool, 3> output_mask);
+at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation);
+conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                                      std::array<bool, 3> output_mask);
+} // namespace meta
+
+} // namespace customops

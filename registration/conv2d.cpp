@@ -1,0 +1,200 @@
+// Kernels of the convolution family (conv2d, depthwise_conv2d and their
+// backward ops) for every dispatch key, and their autograd, written once for
+// both ops: depthwise is conv2d with one group per input channel, so the same
+// formulas give both ops' first and second derivatives.
+#include <ATen/ATen.h>
+#include <torch/autograd.h>
+#include <torch/library.h>
+
+#include "kernels/conv2d.h"
+#include "ops/src/conv_ops.h"
+
+namespace customops {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+using Mask = std::array<bool, 3>;
+
+struct Conv2dOps {
+  static at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                            at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups) {
+    return detail::conv2d_op().call(x, w, b, s, p, d, groups);
+  }
+  static detail::Grads backward(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef s,
+                                at::IntArrayRef p, at::IntArrayRef d, int64_t groups, Mask mask) {
+    return detail::conv2d_backward_op().call(g, x, w, s, p, d, groups, mask);
+  }
+};
+
+struct DepthwiseOps {  // groups is always 1 here and unused
+  static at::Tensor forward(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                            at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t) {
+    return detail::depthwise_conv2d_op().call(x, w, b, s, p, d);
+  }
+  static detail::Grads backward(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef s,
+                                at::IntArrayRef p, at::IntArrayRef d, int64_t, Mask mask) {
+    return detail::depthwise_conv2d_backward_op().call(g, x, w, s, p, d, mask);
+  }
+};
+
+struct Params {
+  std::vector<int64_t> s, p, d;
+  int64_t groups;
+};
+
+void save_params(AutogradContext* ctx, at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups) {
+  ctx->saved_data["s"] = s.vec();
+  ctx->saved_data["p"] = p.vec();
+  ctx->saved_data["d"] = d.vec();
+  ctx->saved_data["groups"] = groups;
+}
+
+Params load_params(AutogradContext* ctx) {
+  auto& sd = ctx->saved_data;
+  return {sd["s"].toIntVector(), sd["p"].toIntVector(), sd["d"].toIntVector(), sd["groups"].toInt()};
+}
+
+template <typename Ops>
+class ConvFunction : public torch::autograd::Function<ConvFunction<Ops>> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const std::optional<at::Tensor>& b, at::IntArrayRef s, at::IntArrayRef p,
+                            at::IntArrayRef d, int64_t groups) {
+    ctx->save_for_backward({x, w});
+    save_params(ctx, s, p, d, groups);
+    ctx->saved_data["has_bias"] = b.has_value() && b->defined();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return Ops::forward(x, w, b, s, p, d, groups);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto q = load_params(ctx);
+    const Mask mask{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                    ctx->saved_data["has_bias"].toBool() && ctx->needs_input_grad(2)};
+    auto [gx, gw, gb] = Ops::backward(grads[0], saved[0], saved[1], q.s, q.p, q.d, q.groups, mask);
+    return {gx, gw, gb, {}, {}, {}, {}};
+  }
+};
+
+// The backward op is bilinear: (gx, gw, gb) = (Gx(g, w), Gw(g, x), sum(g)), with
+// Gx and Gw the adjoints of the convolution in x and in w. Its derivatives are
+// therefore convolutions and backward ops again:
+//   d g = conv(ggx, w) + conv(x, ggw) + ggb,  d x = Gx(g, ggw),  d w = Gw(g, ggx).
+// Autograd Functions cannot return undefined tensors, so this one returns only
+// the gradients output_mask asks for; apply() puts them back in their places.
+template <typename Ops>
+class ConvBackwardFunction : public torch::autograd::Function<ConvBackwardFunction<Ops>> {
+ public:
+  static variable_list forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& x, const at::Tensor& w,
+                               at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups,
+                               Mask mask) {
+    ctx->save_for_backward({g, x, w});
+    save_params(ctx, s, p, d, groups);
+    ctx->saved_data["mask"] = c10::List<bool>({mask[0], mask[1], mask[2]});
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [gx, gw, gb] = Ops::backward(g, x, w, s, p, d, groups, mask);
+    variable_list out;
+    for (auto* t : {&gx, &gw, &gb}) {
+      if (t->defined()) out.push_back(*t);
+    }
+    return out;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &g = saved[0], &x = saved[1], &w = saved[2];
+    const auto q = load_params(ctx);
+    const auto mask = ctx->saved_data["mask"].toBoolList();
+    at::Tensor gg[3];
+    for (size_t k = 0, next = 0; k < 3; ++k) {
+      if (mask[k]) gg[k] = grads[next++];
+    }
+    const auto &ggx = gg[0], &ggw = gg[1], &ggb = gg[2];
+    at::Tensor dg, dx, dw;
+    if (ctx->needs_input_grad(0)) {
+      if (ggx.defined()) {
+        dg = Ops::forward(ggx, w, ggb.defined() ? std::optional<at::Tensor>(ggb) : std::nullopt, q.s, q.p, q.d,
+                          q.groups);
+      } else if (ggb.defined()) {
+        dg = ggb.view({-1, 1, 1}).expand(g.sizes()).contiguous();
+      }
+      if (ggw.defined()) {
+        const auto term = Ops::forward(x, ggw, std::nullopt, q.s, q.p, q.d, q.groups);
+        dg = dg.defined() ? dg + term : term;
+      }
+    }
+    if (ctx->needs_input_grad(1) && ggw.defined()) {
+      dx = std::get<0>(Ops::backward(g, x, ggw, q.s, q.p, q.d, q.groups, {true, false, false}));
+    }
+    if (ctx->needs_input_grad(2) && ggx.defined()) {
+      dw = std::get<1>(Ops::backward(g, ggx, w, q.s, q.p, q.d, q.groups, {false, true, false}));
+    }
+    return {dg, dx, dw, {}, {}, {}, {}, {}};
+  }
+
+  static detail::Grads apply(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w, at::IntArrayRef s,
+                             at::IntArrayRef p, at::IntArrayRef d, int64_t groups, Mask mask) {
+    const auto out = torch::autograd::Function<ConvBackwardFunction<Ops>>::apply(g, x, w, s, p, d, groups, mask);
+    at::Tensor r[3];
+    for (size_t k = 0, next = 0; k < 3; ++k) {
+      if (mask[k]) r[k] = out[next++];
+    }
+    return {r[0], r[1], r[2]};
+  }
+};
+
+at::Tensor conv2d_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                           at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups) {
+  return ConvFunction<Conv2dOps>::apply(x, w, b, s, p, d, groups);
+}
+
+detail::Grads conv2d_backward_autograd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w,
+                                       at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups,
+                                       Mask mask) {
+  return ConvBackwardFunction<Conv2dOps>::apply(g, x, w, s, p, d, groups, mask);
+}
+
+at::Tensor depthwise_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                              at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d) {
+  return ConvFunction<DepthwiseOps>::apply(x, w, b, s, p, d, 1);
+}
+
+detail::Grads depthwise_backward_autograd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w,
+                                          at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, Mask mask) {
+  return ConvBackwardFunction<DepthwiseOps>::apply(g, x, w, s, p, d, 1, mask);
+}
+
+} // namespace
+} // namespace customops
+
+TORCH_LIBRARY_IMPL(customops, CPU, m) {
+  m.impl("conv2d", CUSTOMOPS_CPU_KERNEL(conv2d));
+  m.impl("conv2d_backward", CUSTOMOPS_CPU_KERNEL(conv2d_backward));
+  m.impl("depthwise_conv2d", CUSTOMOPS_CPU_KERNEL(depthwise_conv2d));
+  m.impl("depthwise_conv2d_backward", CUSTOMOPS_CPU_KERNEL(depthwise_conv2d_backward));
+}
+
+#if defined(CUSTOMOPS_WITH_CUDA)
+TORCH_LIBRARY_IMPL(customops, CUDA, m) {
+  m.impl("conv2d", &customops::cuda::conv2d);
+  m.impl("conv2d_backward", &customops::cuda::conv2d_backward);
+  m.impl("depthwise_conv2d", &customops::cuda::depthwise_conv2d);
+  m.impl("depthwise_conv2d_backward", &customops::cuda::depthwise_conv2d_backward);
+}
+#endif
+
+TORCH_LIBRARY_IMPL(customops, Meta, m) {
+  m.impl("conv2d", &customops::meta::conv2d);
+  m.impl("conv2d_backward", &customops::meta::conv2d_backward);
+  m.impl("depthwise_conv2d", &customops::meta::depthwise_conv2d);
+  m.impl("depthwise_conv2d_backward", &customops::meta::depthwise_conv2d_backward);
+}
+
+TORCH_LIBRARY_IMPL(customops, Autograd, m) {
+  m.impl("conv2d", &customops::conv2d_autograd);
+  m.impl("conv2d_backward", &customops::conv2d_backward_autograd);
+  m.impl("depthwise_conv2d", &customops::depthwise_autograd);
+  m.impl("depthwise_conv2d_backward", &customops::depthwise_backward_autograd);
+}

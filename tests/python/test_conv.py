@@ -1,0 +1,105 @@
+"""What the generic op table cannot check for the convolutions: the column
+buffer's memory cap, and run-to-run determinism of the reductions."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import customops
+from conftest import requires_cuda
+
+
+def test_conv2d_chunks_under_the_workspace_limit(monkeypatch):
+    """With a 1 MiB workspace the batch of 5 goes 2 + 2 + 1 images at a time
+    forward and one at a time backward (two column buffers); the results (forward
+    and all gradients) must not change."""
+    x = torch.randn(5, 16, 20, 20, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(8, 16, 3, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(8, dtype=torch.float64, requires_grad=True)
+    per_image = 16 * 9 * 20 * 20 * 8  # bytes of one image's columns
+    assert 2**20 // per_image == 2 and 2**20 // (2 * per_image) == 1
+    monkeypatch.setenv("CUSTOMOPS_CONV2D_WORKSPACE_MIB", "1")
+    y = customops.conv2d(x, w, b, padding=1)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad(y, (x, w, b), g)
+    expected = F.conv2d(x, w, b, padding=1)
+    torch.testing.assert_close(y, expected)
+    for got, want in zip(grads, torch.autograd.grad(expected, (x, w, b), g)):
+        torch.testing.assert_close(got, want)
+
+
+@requires_cuda
+def test_conv2d_peak_memory_stays_under_the_cap():
+    """A batch whose columns would take 0.86 GiB runs with at most the 256 MiB
+    column buffer (plus the cuBLAS workspace, allocated in the warm-up) beyond
+    the inputs and outputs, forward and backward."""
+    cap = 256 * 2**20
+    x = torch.randn(128, 64, 56, 56, device="cuda")
+    w = torch.randn(64, 64, 3, 3, device="cuda")
+    assert 64 * 9 * 56 * 56 * 4 * 128 > 3 * cap  # the whole batch's columns, were they built at once
+    g = torch.randn(128, 64, 56, 56, device="cuda")
+    customops.conv2d(x[:2], w, padding=1)  # warm-up: cuBLAS handle and workspace
+    torch.ops.customops.conv2d_backward(g[:2], x[:2], w, [1, 1], [1, 1], [1, 1], 1, [True, True, False])
+    torch.cuda.synchronize()
+
+    slack = 16 * 2**20  # per-chunk weight-gradient partials and allocator rounding
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    y = customops.conv2d(x, w, padding=1)
+    torch.cuda.synchronize()
+    out_bytes = y.numel() * y.element_size()
+    assert torch.cuda.max_memory_allocated() - base - out_bytes <= cap + slack
+    del y
+
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    gx, gw, _ = torch.ops.customops.conv2d_backward(g, x, w, [1, 1], [1, 1], [1, 1], 1, [True, True, False])
+    torch.cuda.synchronize()
+    grads = gx.numel() * gx.element_size() + gw.numel() * 4 * 2  # grad_input, weight grad and its float sum
+    assert torch.cuda.max_memory_allocated() - base - grads <= cap + slack
+    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, [1, 1], [1, 1], [1, 1],
+                                               False, [0, 0], 1, [True, True, False])
+    for got, ref in zip((gx, gw), want):  # the weight gradient sums 400K products: compare to its scale
+        scale = ref.abs().max()
+        torch.testing.assert_close(got.double() / scale, ref / scale, rtol=0, atol=1e-5)
+
+
+def _devices():
+    return ["cpu", pytest.param("cuda", marks=requires_cuda)]
+
+
+@pytest.mark.parametrize("device", _devices())
+@pytest.mark.parametrize("kernel", [3, 7, 31])
+def test_depthwise_gradients_are_deterministic(device, kernel):
+    """The weight gradient is a fixed-order reduction: bit-identical run to run."""
+    x = torch.randn(8, 6, 40, 37, device=device)
+    w = torch.randn(12, 1, kernel, kernel, device=device)
+    g = torch.randn(8, 12, 40, 37, device=device)
+    args = (g, x, w, [1, 1], [kernel // 2] * 2, [1, 1], [True, True, True])
+    first = torch.ops.customops.depthwise_conv2d_backward(*args)
+    for _ in range(3):
+        for a, b in zip(first, torch.ops.customops.depthwise_conv2d_backward(*args)):
+            assert torch.equal(a, b)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_depthwise_large_kernels_on_cuda(dtype):
+    """Kernels up to 31x31 (tiled path) and a dilated one (direct path) against
+    cuDNN, at a size where tiles repeat in both directions."""
+    tol = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}[dtype]
+    for k, d in ((5, 1), (15, 1), (31, 1), (7, 3)):
+        x = torch.randn(3, 5, 70, 130, device="cuda", dtype=dtype, requires_grad=True)
+        w = (torch.randn(10, 1, k, k, device="cuda", dtype=dtype) / k).requires_grad_()
+        pad = d * (k // 2)
+        y = customops.depthwise_conv2d(x, w, None, 1, pad, d)
+        ref = F.conv2d(x.double(), w.double(), None, 1, pad, d, 5)
+        torch.testing.assert_close(y.double(), ref, rtol=tol, atol=tol)
+        g = torch.randn_like(y)
+        got = torch.autograd.grad(y, (x, w), g)
+        want = torch.autograd.grad(ref, (x, w), g.double())
+        for a, b in zip(got, want):
+            scale = b.abs().max().item()
+            torch.testing.assert_close(a.double() / scale, b.double() / scale, rtol=tol, atol=tol)
