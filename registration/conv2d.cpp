@@ -145,8 +145,19 @@ class ConvBackwardFunction : public torch::autograd::Function<ConvBackwardFuncti
   }
 };
 
+// Whether autograd has anything to record: otherwise the kernels are called
+// straight away, without a Function's bookkeeping (inference, benchmarks).
+bool records(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b) {
+  return at::GradMode::is_enabled() &&
+         (x.requires_grad() || w.requires_grad() || (b.has_value() && b->defined() && b->requires_grad()));
+}
+
 at::Tensor conv2d_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
                            at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups) {
+  if (!records(x, w, b)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return Conv2dOps::forward(x, w, b, s, p, d, groups);
+  }
   return ConvFunction<Conv2dOps>::apply(x, w, b, s, p, d, groups);
 }
 
@@ -158,6 +169,10 @@ detail::Grads conv2d_backward_autograd(const at::Tensor& g, const at::Tensor& x,
 
 at::Tensor depthwise_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
                               at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d) {
+  if (!records(x, w, b)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return DepthwiseOps::forward(x, w, b, s, p, d, 1);
+  }
   return ConvFunction<DepthwiseOps>::apply(x, w, b, s, p, d, 1);
 }
 
