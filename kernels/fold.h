@@ -18,12 +18,7 @@ namespace customops {
 
 namespace fold {
 
-inline bool holds(bool b) {
-  return b;
-}
-inline bool holds(const c10::SymBool& b) {
-  return b.guard_bool(__FILE__, __LINE__);
-}
+using checks::holds;
 
 // Window parameters, validated; each is {height, width}.
 struct Window {

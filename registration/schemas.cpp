@@ -30,4 +30,17 @@ TORCH_LIBRARY(customops, m) {
         "int[2] dilation=1) -> Tensor", pt2);
   m.def("depthwise_conv2d_backward(Tensor grad_out, Tensor input, Tensor weight, int[2] stride, int[2] padding, "
         "int[2] dilation, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", pt2);
+
+  // Bilinear resize; coordinate_mode is half_pixel, align_corners or asymmetric
+  // (kernels/upsample.h). The backward is the resize's adjoint and gathers.
+  m.def("upsample_bilinear2d(Tensor input, SymInt[2] output_size, str coordinate_mode=\"half_pixel\") -> Tensor",
+        pt2);
+  m.def("upsample_bilinear2d_backward(Tensor grad_out, SymInt[2] input_size, str coordinate_mode=\"half_pixel\") "
+        "-> Tensor", pt2);
+
+  // feats (N, 8, F), points (N, 3) -> (N, F); the backward returns the
+  // gradients of feats and points that output_mask asks for.
+  m.def("trilinear_interpolation(Tensor feats, Tensor points) -> Tensor", pt2);
+  m.def("trilinear_interpolation_backward(Tensor grad_out, Tensor feats, Tensor points, bool[2] output_mask) "
+        "-> (Tensor, Tensor)", pt2);
 }

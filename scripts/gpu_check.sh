@@ -22,11 +22,13 @@ if command -v compute-sanitizer >/dev/null; then
     2>&1 | tail -5 | tee "$OUT/sanitizer.log" || status=1
 fi
 tag="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cs 'A-Za-z0-9' '_' | sed 's/_$//')"
-python3 -m customops.benchmark --device cuda --markdown "$ROOT/docs/benchmarks/cuda_${tag}.md" \
-  --plot "$ROOT/docs/benchmarks/cuda_${tag}.png" 2>&1 | tee "$OUT/bench.log" || status=1
-python3 -m customops.benchmark.breakdown --markdown "$ROOT/docs/benchmarks/cuda_${tag}.md" 2>&1 \
+# Relative paths, so that the command recorded in the table is the one to type.
+cd "$ROOT"
+python3 -m customops.benchmark --device cuda --markdown "docs/benchmarks/cuda_${tag}.md" \
+  --plot "docs/benchmarks/cuda_${tag}.png" 2>&1 | tee "$OUT/bench.log" || status=1
+python3 -m customops.benchmark.breakdown --markdown "docs/benchmarks/cuda_${tag}.md" 2>&1 \
   | tee "$OUT/breakdown.log" || status=1
-cp "$ROOT/docs/benchmarks/cuda_${tag}".* "$OUT/" 2>/dev/null
+cp "docs/benchmarks/cuda_${tag}".* "$OUT/" 2>/dev/null
 python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" 2>&1 | tee "$OUT/demo.log" || status=1
 echo "gpu_check exit status: $status"
 exit $status

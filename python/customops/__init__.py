@@ -6,12 +6,15 @@ library serves TorchScript, torch.compile, torch.export and C++ programs.
 """
 
 from ._library import build_info, library_path
-from .functional import col2im, conv2d, depthwise_conv2d, im2col, quick_gelu
-from .modules import Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU
+from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,
+                         upsample_bilinear2d)
+from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, TrilinearInterpolation,
+                      UpsampleBilinear2d)
 
 __version__ = build_info().get("version", "0+unknown")
 
 __all__ = [
-    "Col2im", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "build_info", "col2im", "conv2d",
-    "depthwise_conv2d", "im2col", "library_path", "quick_gelu",
+    "Col2im", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation", "UpsampleBilinear2d",
+    "build_info", "col2im", "conv2d", "depthwise_conv2d", "im2col", "library_path", "quick_gelu",
+    "trilinear_interpolation", "upsample_bilinear2d",
 ]

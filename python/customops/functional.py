@@ -3,6 +3,7 @@ eager mode, under torch.compile and torch.export, and inside TorchScript."""
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -161,3 +162,77 @@ def depthwise_conv2d(
     return torch.ops.customops.depthwise_conv2d(
         input, weight, bias, _int_pair(stride), _int_pair(padding), _int_pair(dilation)
     )
+
+
+def upsample_bilinear2d(
+    input: Tensor,
+    output_size: Optional[BroadcastingList2[int]] = None,
+    coordinate_mode: str = "half_pixel",
+    scale_factor: Optional[BroadcastingList2[float]] = None,
+) -> Tensor:
+    r"""Bilinear resize of an ``(N, C, H, W)`` tensor, up or down by any ratio,
+    with the source-coordinate convention of the framework a model must match.
+
+    Along each axis, output index ``o`` samples the input at ``src``:
+
+    - ``"half_pixel"``: ``src = (o + 0.5) * in/out - 0.5``, clamped at 0. Equals
+      ``F.interpolate(mode="bilinear", align_corners=False)`` and TensorFlow 2's
+      ``tf.image.resize`` (``resize_bilinear(half_pixel_centers=True)``).
+    - ``"align_corners"``: ``src = o * (in - 1)/(out - 1)``. Equals
+      ``align_corners=True`` in PyTorch and TensorFlow.
+    - ``"asymmetric"``: ``src = o * in/out``. Equals TensorFlow 1.x
+      ``tf.image.resize_bilinear(align_corners=False)``, the legacy default of many
+      deployed TF-Lite models; PyTorch has no equivalent.
+
+    ``src`` blends input indices ``floor(src)`` and the next one (both clamped to
+    the last index) with weights ``1 - l`` and ``l``, ``l = src - floor(src)``.
+
+    Args:
+        input: ``(N, C, H, W)``; float16, bfloat16, float32 or float64, on CPU or
+            CUDA. A channels_last input gives a channels_last result.
+        output_size: ``(out_h, out_w)``, or an int for both.
+        coordinate_mode: ``"half_pixel"`` (default), ``"align_corners"`` or ``"asymmetric"``.
+        scale_factor: instead of ``output_size``: ``out = floor(in * scale_factor)`` per axis.
+            The mapping then uses ``in/out``, as ``F.interpolate`` with
+            ``recompute_scale_factor=True`` and as TensorFlow, so results equal
+            ``F.interpolate(scale_factor=s)`` whenever ``in * s`` is a whole number.
+
+    Returns:
+        ``(N, C, out_h, out_w)``. Differentiable (twice); the backward gathers the
+        gradient for each input pixel in a fixed order (no atomics), so it gives
+        bit-identical results run to run and runs under
+        ``torch.use_deterministic_algorithms(True)``, on CPU and CUDA.
+    """
+    if output_size is not None and scale_factor is not None:
+        raise ValueError("upsample_bilinear2d: give output_size or scale_factor, not both")
+    if output_size is not None:
+        out_size = _int_pair(output_size)
+    elif scale_factor is not None:
+        scales = [float(scale_factor), float(scale_factor)] if isinstance(scale_factor, float) else \
+            [float(s) for s in scale_factor]
+        out_size = [int(math.floor(float(input.shape[-2]) * scales[0])),
+                    int(math.floor(float(input.shape[-1]) * scales[1]))]
+    else:
+        raise ValueError("upsample_bilinear2d: give output_size or scale_factor")
+    return torch.ops.customops.upsample_bilinear2d(input, out_size, coordinate_mode)
+
+
+def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:
+    r"""NeRF-style trilinear interpolation of each point's 8 cube-corner features.
+
+    With ``u, v, w = (points + 1) / 2`` per point,
+    ``out = (1-u)(a f0 + b f1 + c f2 + d f3) + u(a f4 + b f5 + c f6 + d f7)``,
+    ``a = (1-v)(1-w), b = (1-v)w, c = v(1-w), d = vw``: corner ``k`` has bits
+    ``(x, y, z) = (k>>2 & 1, k>>1 & 1, k & 1)``. Points outside ``[-1, 1]`` follow
+    the same formula, i.e. they extrapolate linearly along each axis (no clamping).
+
+    Args:
+        feats: ``(N, 8, F)``; float16, bfloat16, float32 or float64, on CPU or CUDA.
+        points: ``(N, 3)`` local coordinates, same dtype and device.
+
+    Returns:
+        ``(N, F)``, contiguous. Differentiable (twice) in feats and in points; the
+        points' gradient is what pose and grid refinement need. Half types are
+        computed in float32.
+    """
+    return torch.ops.customops.trilinear_interpolation(feats, points)

@@ -462,4 +462,190 @@ DEPTHWISE_CONV2D = OpInfo(
     tolerances=dict(_CONV_TOLERANCES),
 )
 
-OP_DB: list[OpInfo] = [QUICK_GELU, IM2COL, COL2IM, CONV2D, DEPTHWISE_CONV2D]
+# --- upsample_bilinear2d ----------------------------------------------------------
+
+# (input shape, output size, coordinate_mode, name)
+_RESIZES = [
+    ((2, 3, 5, 7), (10, 14), "half_pixel", "x2_half_pixel"),
+    ((2, 3, 9, 11), (4, 5), "half_pixel", "down_non_integer_half_pixel"),
+    ((1, 2, 6, 5), (9, 13), "align_corners", "up_non_integer_align_corners"),
+    ((1, 2, 6, 5), (3, 2), "align_corners", "down_align_corners"),
+    ((2, 2, 5, 4), (10, 8), "asymmetric", "x2_asymmetric"),
+    ((2, 2, 9, 7), (4, 3), "asymmetric", "down_asymmetric"),
+    ((1, 2, 4, 6), (7, 5), "asymmetric", "mixed_asymmetric"),
+    ((1, 1, 1, 1), (1, 1), "half_pixel", "1x1"),
+    ((2, 3, 1, 1), (3, 4), "align_corners", "from_1x1"),
+    ((2, 3, 4, 3), (1, 1), "half_pixel", "to_1x1_half_pixel"),
+    ((2, 3, 4, 3), (1, 1), "align_corners", "to_1x1_align_corners"),
+    ((2, 3, 4, 3), (1, 1), "asymmetric", "to_1x1_asymmetric"),
+    ((2, 2, 6, 5), (6, 5), "half_pixel", "same_size"),
+    ((0, 3, 4, 4), (8, 8), "half_pixel", "batch0"),
+    ((1, 2, 3, 2), (29, 23), "half_pixel", "large_factor"),  # > 8 readers per input pixel
+    ((1, 2, 37, 45), (74, 90), "half_pixel", "multi_tile"),
+]
+
+
+def _resize_ref(input, output_size, coordinate_mode="half_pixel"):
+    """Plain PyTorch: F.interpolate for its two conventions, the ONNX formula
+    written out with gathers for asymmetric (which PyTorch lacks)."""
+    if coordinate_mode != "asymmetric":
+        return torch.nn.functional.interpolate(input, size=output_size, mode="bilinear",
+                                               align_corners=coordinate_mode == "align_corners")
+
+    def taps(n_in, n_out):
+        src = torch.arange(n_out, dtype=torch.float64, device=input.device) * (n_in / n_out)
+        i0 = src.floor().long().clamp(max=n_in - 1)
+        i1 = (i0 + 1).clamp(max=n_in - 1)
+        lam = (src - i0).clamp(0, 1).to(input.dtype)
+        return i0, i1, lam
+
+    y0, y1, ly = taps(input.shape[-2], output_size[0])
+    x0, x1, lx = taps(input.shape[-1], output_size[1])
+    rows = input[..., y0, :] * (1 - ly)[:, None] + input[..., y1, :] * ly[:, None]
+    return rows[..., x0] * (1 - lx) + rows[..., x1] * lx
+
+
+def _resize_samples(device, dtype, requires_grad):
+    def t(shape, **kw):
+        return make_tensor(shape, device=device, dtype=dtype, low=-4, high=4, requires_grad=requires_grad, **kw)
+
+    for shape, size, mode, name in _RESIZES:
+        yield SampleInput((t(shape),), {"output_size": size, "coordinate_mode": mode}, name)
+    yield SampleInput((t((2, 3, 6, 7), noncontiguous=True),), {"output_size": (11, 5), "coordinate_mode": "asymmetric"},
+                      "noncontiguous")
+    x = make_tensor((2, 5, 6, 7), device=device, dtype=dtype, low=-4, high=4).to(memory_format=torch.channels_last)
+    for mode in ("half_pixel", "asymmetric"):
+        yield SampleInput((x.detach().requires_grad_(requires_grad),), {"output_size": (12, 9), "coordinate_mode": mode},
+                          f"channels_last_{mode}")
+    x = make_tensor((2, 8, 5, 4), device=device, dtype=dtype, low=-4, high=4).to(memory_format=torch.channels_last)
+    yield SampleInput((x.requires_grad_(requires_grad),), {"output_size": (3, 9), "coordinate_mode": "align_corners"},
+                      "channels_last_vectorised")
+
+
+def _resize_dynamic(device, dtype):
+    # A fixed output size from inputs of several sizes (scale_factor, whose
+    # sizes are symbolic too, has its own test in test_interpolation.py).
+    for shape in ((2, 3, 8, 10), (4, 3, 11, 9), (5, 3, 16, 12)):
+        yield SampleInput((make_tensor(shape, device=device, dtype=dtype, low=-4, high=4),),
+                          {"output_size": (13, 7), "coordinate_mode": "half_pixel"}, f"{shape}")
+
+
+def _resize_errors(device):
+    x = torch.randn(2, 3, 5, 5, device=device)
+    ok = {"output_size": (8, 8)}
+    yield ErrorInput(SampleInput((x[0],), ok), r"expected input to be a 4-D \(N, C, H, W\) tensor, got 3-D")
+    yield ErrorInput(SampleInput((x.long(),), ok), r"expected input to be a floating-point tensor")
+    yield ErrorInput(SampleInput((x,), {"output_size": (8, 8), "coordinate_mode": "nearest"}),
+                     r"unknown coordinate_mode 'nearest'; expected one of half_pixel, align_corners, asymmetric")
+    yield ErrorInput(SampleInput((x,), {"output_size": (0, 4)}), r"expected output_size to be positive")
+    yield ErrorInput(SampleInput((x,), {"scale_factor": 0.1}), r"expected output_size to be positive")
+    yield ErrorInput(SampleInput((torch.randn(2, 3, 0, 5, device=device),), ok),
+                     r"expected input to have non-empty H and W")
+    yield ErrorInput(SampleInput((x,), {}), r"give output_size or scale_factor", error=ValueError)
+    yield ErrorInput(SampleInput((x[0], [4, 4], "half_pixel")), r"expected grad_out to be a 4-D", backward=True)
+    yield ErrorInput(SampleInput((x, [4, -1], "half_pixel")), r"expected input_size to be positive", backward=True)
+    yield ErrorInput(SampleInput((x, [4, 4], "bicubic")), r"unknown coordinate_mode 'bicubic'", backward=True)
+
+
+def _resize_module(sample):
+    kw = sample.kwargs
+    return customops.UpsampleBilinear2d(size=kw["output_size"], coordinate_mode=kw["coordinate_mode"]), sample.args
+
+
+# Source coordinates are computed in float for float32 and the half types, as
+# PyTorch does, so blend weights differ from the float64 reference by ~1e-7.
+_RESIZE_TOLERANCES = {
+    torch.float64: (1e-10, 1e-12),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 4e-3),
+    torch.bfloat16: (1.6e-2, 3e-2),
+}
+
+UPSAMPLE_BILINEAR2D = OpInfo(
+    name="upsample_bilinear2d",
+    op=customops.upsample_bilinear2d,
+    ref=_resize_ref,
+    sample_inputs=_resize_samples,
+    dynamic_samples=_resize_dynamic,
+    error_inputs=_resize_errors,
+    module=_resize_module,
+    backward_args=lambda sample, grad: (grad, list(sample.args[0].shape[-2:]), sample.kwargs["coordinate_mode"]),
+    tolerances=dict(_RESIZE_TOLERANCES),
+)
+
+
+# --- trilinear_interpolation --------------------------------------------------------
+
+
+def _trilinear_ref(feats, points):
+    """The NeRF formula as written in the issue."""
+    u, v, w = ((points + 1) / 2).unbind(-1)
+    u, v, w = u[:, None], v[:, None], w[:, None]
+    a, b, c, d = (1 - v) * (1 - w), (1 - v) * w, v * (1 - w), v * w
+    f = feats.unbind(1)
+    return (1 - u) * (a * f[0] + b * f[1] + c * f[2] + d * f[3]) + u * (a * f[4] + b * f[5] + c * f[6] + d * f[7])
+
+
+def _trilinear_samples(device, dtype, requires_grad):
+    def t(shape, low=-2, high=2, **kw):
+        return make_tensor(shape, device=device, dtype=dtype, low=low, high=high, requires_grad=requires_grad, **kw)
+
+    def pts(n, low=-1, high=1):
+        return t((n, 3), low=low, high=high)
+
+    yield SampleInput((t((5, 8, 7)), pts(5)), name="odd_F")
+    yield SampleInput((t((0, 8, 4)), pts(0)), name="empty")
+    yield SampleInput((t((3, 8, 1)), pts(3)), name="F1")
+    yield SampleInput((t((4, 8, 0)), pts(4)), name="F0")
+    yield SampleInput((t((4, 8, 256)), pts(4)), name="F256")
+    yield SampleInput((t((2, 8, 300)), pts(2)), name="large_odd_F")
+    yield SampleInput((t((37, 8, 32)), pts(37)), name="many_points")
+    yield SampleInput((t((6, 8, 8)), pts(6, -3, 3)), name="outside_unit_cube")
+    yield SampleInput((t((5, 8, 6), noncontiguous=True), t((3, 5), low=-1, high=1).t()), name="noncontiguous")
+    corners = torch.tensor([[-1.0, -1, -1], [1, 1, 1], [1, -1, 1], [0, 0, 0]], dtype=dtype, device=device)
+    yield SampleInput((t((4, 8, 3)), corners.requires_grad_(requires_grad)), name="corners_and_centre")
+
+
+def _trilinear_dynamic(device, dtype):
+    # No size shared with another dimension (8 corners, 3 coordinates): equal
+    # sizes would be one symbol in the first graph and force a recompile.
+    for n, f in ((5, 4), (17, 6), (40, 7)):
+        yield SampleInput((make_tensor((n, 8, f), device=device, dtype=dtype, low=-2, high=2),
+                           make_tensor((n, 3), device=device, dtype=dtype, low=-1, high=1)), name=f"n{n}_f{f}")
+
+
+def _trilinear_errors(device):
+    f = torch.randn(4, 8, 5, device=device)
+    p = torch.rand(4, 3, device=device)
+    yield ErrorInput(SampleInput((f[:, 0], p)), r"expected feats of shape \(N, 8, F\), got \[4, 5\]")
+    yield ErrorInput(SampleInput((f[:, :7], p)), r"expected feats of shape \(N, 8, F\), got \[4, 7, 5\]")
+    yield ErrorInput(SampleInput((f, p[:, :2])), r"expected points of shape \(N, 3\), got \[4, 2\]")
+    yield ErrorInput(SampleInput((f, p[:3])), r"expected feats and points to have the same N, got 4 and 3")
+    yield ErrorInput(SampleInput((f.long(), p)), r"expected feats to be a floating-point tensor")
+    yield ErrorInput(SampleInput((f, p.int())), r"expected points to be a floating-point tensor")
+    yield ErrorInput(SampleInput((f, p.double())), r"expected points to have the dtype of feats")
+    g = torch.randn(4, 5, device=device)
+    yield ErrorInput(SampleInput((g[:, :4], f, p, [True, True])), r"expected grad_out of shape \(N, F\)",
+                     backward=True)
+    yield ErrorInput(SampleInput((g.double(), f, p, [True, True])), r"expected grad_out to have the dtype of feats",
+                     backward=True)
+    other = "cpu" if torch.device(device).type == "cuda" else ("cuda" if torch.cuda.is_available() else None)
+    if other is not None:
+        yield ErrorInput(SampleInput((f, p.to(other))), r"expected points and feats on the same device")
+        yield ErrorInput(SampleInput((g.to(other), f, p, [True, True])), r"expected grad_out and feats on the same",
+                         backward=True)
+
+
+TRILINEAR_INTERPOLATION = OpInfo(
+    name="trilinear_interpolation",
+    op=customops.trilinear_interpolation,
+    ref=_trilinear_ref,
+    sample_inputs=_trilinear_samples,
+    dynamic_samples=_trilinear_dynamic,
+    error_inputs=_trilinear_errors,
+    module=lambda sample: (customops.TrilinearInterpolation(), sample.args),
+    backward_args=lambda sample, grad: (grad, *sample.args, [True, True]),
+)
+
+OP_DB: list[OpInfo] = [QUICK_GELU, IM2COL, COL2IM, CONV2D, DEPTHWISE_CONV2D, UPSAMPLE_BILINEAR2D,
+                       TRILINEAR_INTERPOLATION]

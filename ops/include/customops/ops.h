@@ -8,3 +8,5 @@
 #include <customops/conv.h>
 #include <customops/fold.h>
 #include <customops/quick_gelu.h>
+#include <customops/trilinear.h>
+#include <customops/upsample.h>

@@ -250,10 +250,102 @@ def _depthwise_demo(device: torch.device) -> Demo:
                 lambda x: torch.nn.functional.conv2d(x, m.weight.to(x.dtype), m.bias.to(x.dtype), 1, 3, 1, 8))
 
 
+# --- upsample_bilinear2d --------------------------------------------------------
+
+
+def _upsample_cases(device: torch.device, quick: bool) -> Iterator[Case]:
+    if device.type == "cuda":
+        shape = ((4 if quick else 16), 64, 128, 128)
+        dtypes = (torch.float32, torch.float16)
+    else:
+        shape = ((2 if quick else 8), 32, 64, 64)
+        dtypes = (torch.float32,)
+    size = [2 * shape[2], 2 * shape[3]]
+    label = f"x2 {'x'.join(map(str, shape))}"
+    for dtype in dtypes:
+        def setup(dtype=dtype):
+            x = torch.randn(shape, device=device, dtype=dtype)
+            return {"x": x, "g": torch.randn(*shape[:2], *size, device=device, dtype=dtype)}
+
+        numel = torch.Size(shape).numel() * torch.empty((), dtype=dtype).element_size()
+        yield Case("upsample_bilinear2d", f"forward {label}", dtype, setup,
+                   ours=lambda s: customops.upsample_bilinear2d(s["x"], size),
+                   pytorch={"F.interpolate": lambda s: torch.nn.functional.interpolate(
+                       s["x"], size=size, mode="bilinear", align_corners=False)},
+                   bytes=5 * numel)  # read x, write 4x as many outputs
+        yield Case("upsample_bilinear2d", f"backward {label}", dtype, setup,
+                   ours=lambda s: torch.ops.customops.upsample_bilinear2d_backward(s["g"], shape[2:], "half_pixel"),
+                   pytorch={"aten": lambda s: torch.ops.aten.upsample_bilinear2d_backward(
+                       s["g"], size, list(shape), False)},
+                   bytes=5 * numel)  # read grad_out, write grad_input
+
+
+def _upsample_demo(device: torch.device) -> Demo:
+    m = customops.UpsampleBilinear2d(size=(37, 29))
+    return Demo(m, (torch.randn(2, 8, 16, 12, device=device),),
+                lambda x: torch.nn.functional.interpolate(x, size=(37, 29), mode="bilinear", align_corners=False))
+
+
+# --- trilinear_interpolation -------------------------------------------------------
+
+
+def trilinear_reference(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """The NeRF formula in plain PyTorch (what customops replaces)."""
+    u, v, w = ((points + 1) / 2).unbind(-1)
+    u, v, w = u[:, None], v[:, None], w[:, None]
+    a, b, c, d = (1 - v) * (1 - w), (1 - v) * w, v * (1 - w), v * w
+    f = feats.unbind(1)
+    return (1 - u) * (a * f[0] + b * f[1] + c * f[2] + d * f[3]) + u * (a * f[4] + b * f[5] + c * f[6] + d * f[7])
+
+
+_compiled_trilinear_reference = torch.compile(trilinear_reference, dynamic=False)
+
+
+def _retained_grad(key: str) -> Callable[[State], object]:
+    """Backward alone: the gradients of an output computed once in setup."""
+    return lambda s: torch.autograd.grad(s[key], (s["f"], s["p"]), s["g"], retain_graph=True)
+
+
+def _trilinear_cases(device: torch.device, quick: bool) -> Iterator[Case]:
+    if device.type == "cuda":
+        sizes = ((8192, 256), (2**17, 32)) if quick else ((65536, 256), (2**20, 32))
+    else:
+        sizes = ((4096, 64),)
+    for n, f in sizes:
+        def setup(n=n, f=f):
+            feats = torch.randn(n, 8, f, device=device, requires_grad=True)
+            points = (torch.rand(n, 3, device=device) * 2 - 1).requires_grad_()
+            state = {"f": feats, "p": points, "g": torch.randn(n, f, device=device)}
+            state["ours"] = customops.trilinear_interpolation(feats, points)
+            state["eager"] = trilinear_reference(feats, points)
+            state["compile"] = _compiled_trilinear_reference(feats, points)
+            return state
+
+        label = f"N={n} F={f}"
+        yield Case("trilinear_interpolation", f"forward {label}", torch.float32, setup,
+                   ours=lambda s: customops.trilinear_interpolation(s["f"].detach(), s["p"].detach()),
+                   pytorch={"eager": lambda s: trilinear_reference(s["f"].detach(), s["p"].detach()),
+                            "compile": lambda s: _compiled_trilinear_reference(s["f"].detach(), s["p"].detach())},
+                   bytes=4 * (9 * n * f + 3 * n))  # read feats and points, write out
+        yield Case("trilinear_interpolation", f"backward {label}", torch.float32, setup,
+                   ours=_retained_grad("ours"),
+                   pytorch={"eager": _retained_grad("eager"), "compile": _retained_grad("compile")},
+                   bytes=4 * (17 * n * f + 6 * n))  # read grad, feats, points; write both gradients
+
+
+def _trilinear_demo(device: torch.device) -> Demo:
+    torch.manual_seed(0)
+    return Demo(customops.TrilinearInterpolation(),
+                (torch.randn(4096, 8, 16, device=device), torch.rand(4096, 3, device=device) * 2 - 1),
+                trilinear_reference)
+
+
 TABLE: list[BenchOp] = [
     BenchOp("quick_gelu", _quick_gelu_cases, _quick_gelu_demo),
     BenchOp("im2col", _im2col_cases, _im2col_demo),
     BenchOp("col2im", _col2im_cases, _col2im_demo),
     BenchOp("conv2d", _conv2d_cases, _conv2d_demo),
     BenchOp("depthwise_conv2d", _depthwise_cases, _depthwise_demo),
+    BenchOp("upsample_bilinear2d", _upsample_cases, _upsample_demo),
+    BenchOp("trilinear_interpolation", _trilinear_cases, _trilinear_demo),
 ]

@@ -1,0 +1,30 @@
+#include "kernels/trilinear.h"
+
+namespace customops::trilinear {
+
+void check(const char* op, const at::Tensor& feats, const at::Tensor& points) {
+  checks::floating(op, "feats", feats);
+  checks::floating(op, "points", points);
+  TORCH_CHECK(feats.dim() == 3 && checks::holds(feats.sym_size(1) == kCorners), "customops::", op,
+              ": expected feats of shape (N, 8, F), got ", feats.sym_sizes());
+  TORCH_CHECK(points.dim() == 2 && checks::holds(points.sym_size(1) == 3), "customops::", op,
+              ": expected points of shape (N, 3), got ", points.sym_sizes());
+  TORCH_CHECK(checks::holds(feats.sym_size(0) == points.sym_size(0)), "customops::", op,
+              ": expected feats and points to have the same N, got ", feats.sym_size(0), " and ",
+              points.sym_size(0));
+  checks::same_dtype(op, "points", points, "feats", feats);
+  checks::same_device(op, "points", points, "feats", feats);
+}
+
+void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats) {
+  const char* op = "trilinear_interpolation_backward";
+  checks::floating(op, "grad_out", grad_out);
+  TORCH_CHECK(grad_out.dim() == 2 && checks::holds(grad_out.sym_size(0) == feats.sym_size(0)) &&
+                  checks::holds(grad_out.sym_size(1) == feats.sym_size(2)),
+              "customops::", op, ": expected grad_out of shape (N, F) = [", feats.sym_size(0), ", ",
+              feats.sym_size(2), "], got ", grad_out.sym_sizes());
+  checks::same_dtype(op, "grad_out", grad_out, "feats", feats);
+  checks::same_device(op, "grad_out", grad_out, "feats", feats);
+}
+
+} // namespace customops::trilinear

@@ -1,0 +1,222 @@
+#include "kernels/trilinear.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+
+namespace customops::cuda {
+namespace {
+
+using trilinear::Corners;
+using trilinear::kCorners;
+
+constexpr int kThreads = 256;
+
+template <typename scalar_t, int VEC>
+struct alignas(sizeof(scalar_t) * VEC) Pack {
+  scalar_t v[VEC];
+};
+
+template <typename scalar_t>
+constexpr int widest() {
+  return sizeof(scalar_t) >= 16 ? 1 : 16 / sizeof(scalar_t);
+}
+
+bool aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// One thread per VEC consecutive features of one point: 8 coalesced 16-byte
+// loads (one per corner row) and one store. Threads of one point read its 3
+// coordinates from the same line, so the weights cost no extra traffic.
+template <typename scalar_t, typename index_t, int VEC>
+__global__ void __launch_bounds__(kThreads) forward_kernel(const scalar_t* __restrict__ feats,
+                                                           const scalar_t* __restrict__ points,
+                                                           scalar_t* __restrict__ out, index_t total, index_t F) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using P = Pack<scalar_t, VEC>;
+  const index_t groups = F / VEC;
+  for (index_t idx = blockIdx.x * index_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += index_t(gridDim.x) * blockDim.x) {
+    const index_t j = idx % groups * VEC, n = idx / groups;
+    const scalar_t* p = points + 3 * n;
+    const Corners<opmath_t> c(p[0], p[1], p[2]);
+    const scalar_t* corner = feats + n * kCorners * F + j;
+    opmath_t acc[VEC] = {};
+#pragma unroll
+    for (int k = 0; k < kCorners; ++k) {
+      const opmath_t w = c.weight(k);
+      const P f = *reinterpret_cast<const P*>(corner + k * F);
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) acc[v] += w * static_cast<opmath_t>(f.v[v]);
+    }
+    P o;
+#pragma unroll
+    for (int v = 0; v < VEC; ++v) o.v[v] = static_cast<scalar_t>(acc[v]);
+    *reinterpret_cast<P*>(out + n * F + j) = o;
+  }
+}
+
+// LANES threads (a power of two up to a warp) share one point and stride over
+// its features VEC at a time: each writes w_k * g into the 8 feats gradient
+// rows and accumulates the 8 dot products feats_k . g that the point's
+// gradient needs; shuffles within the lane group then sum those in a fixed
+// order (deterministic, no atomics) and the group's first lane writes d out/d p.
+template <typename scalar_t, int VEC, int LANES>
+__global__ void __launch_bounds__(kThreads) backward_kernel(const scalar_t* __restrict__ grad,
+                                                            const scalar_t* __restrict__ feats,
+                                                            const scalar_t* __restrict__ points,
+                                                            scalar_t* __restrict__ grad_feats,
+                                                            scalar_t* __restrict__ grad_points, int64_t N,
+                                                            int64_t F) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using P = Pack<scalar_t, VEC>;
+  const int64_t thread = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t n = thread / LANES;
+  const int lane = threadIdx.x % LANES;
+  const bool valid = n < N;  // out-of-range lanes still join the shuffles
+  opmath_t dot[kCorners] = {};
+  if (valid) {
+    const scalar_t* p = points + 3 * n;
+    const Corners<opmath_t> c(p[0], p[1], p[2]);
+    const int64_t groups = F / VEC;
+    for (int64_t jg = lane; jg < groups; jg += LANES) {
+      const int64_t j = jg * VEC;
+      const P g = *reinterpret_cast<const P*>(grad + n * F + j);
+#pragma unroll
+      for (int k = 0; k < kCorners; ++k) {
+        const int64_t at = (n * kCorners + k) * F + j;
+        if (grad_feats != nullptr) {
+          const opmath_t w = c.weight(k);
+          P o;
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) o.v[v] = static_cast<scalar_t>(w * static_cast<opmath_t>(g.v[v]));
+          *reinterpret_cast<P*>(grad_feats + at) = o;
+        }
+        if (grad_points != nullptr) {
+          const P f = *reinterpret_cast<const P*>(feats + at);
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) dot[k] += static_cast<opmath_t>(g.v[v]) * static_cast<opmath_t>(f.v[v]);
+        }
+      }
+    }
+  }
+  if (grad_points == nullptr) return;  // uniform across the grid
+#pragma unroll
+  for (int k = 0; k < kCorners; ++k) {
+#pragma unroll
+    for (int offset = LANES / 2; offset > 0; offset /= 2) {
+      dot[k] += __shfl_xor_sync(0xffffffffu, dot[k], offset);
+    }
+  }
+  if (valid && lane == 0) {
+    const scalar_t* p = points + 3 * n;
+    const Corners<opmath_t> c(p[0], p[1], p[2]);
+#pragma unroll
+    for (int d = 0; d < 3; ++d) {
+      opmath_t s = 0;
+#pragma unroll
+      for (int k = 0; k < kCorners; ++k) s += c.derivative(k, d) * dot[k];
+      grad_points[3 * n + d] = static_cast<scalar_t>(s);
+    }
+  }
+}
+
+template <typename scalar_t, int VEC>
+void launch_backward(int lanes, int64_t N, int64_t F, const scalar_t* g, const scalar_t* f, const scalar_t* p,
+                     scalar_t* gf, scalar_t* gp) {
+  const int64_t blocks = (N * lanes + kThreads - 1) / kThreads;
+  TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(),
+              "customops::trilinear_interpolation_backward: too many points (", N, ")");
+  const auto stream = at::cuda::getCurrentCUDAStream();
+  auto kernel = backward_kernel<scalar_t, VEC, 32>;
+  switch (lanes) {
+    case 1: kernel = backward_kernel<scalar_t, VEC, 1>; break;
+    case 2: kernel = backward_kernel<scalar_t, VEC, 2>; break;
+    case 4: kernel = backward_kernel<scalar_t, VEC, 4>; break;
+    case 8: kernel = backward_kernel<scalar_t, VEC, 8>; break;
+    case 16: kernel = backward_kernel<scalar_t, VEC, 16>; break;
+    default: break;
+  }
+  kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(g, f, p, gf, gp, N, F);
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+} // namespace
+
+at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor& points_in) {
+  trilinear::check("trilinear_interpolation", feats_in, points_in);
+  const c10::cuda::CUDAGuard guard(feats_in.device());
+  const auto feats = feats_in.contiguous();
+  const auto points = points_in.contiguous();
+  const int64_t N = feats.size(0), F = feats.size(2);
+  auto out = at::empty({N, F}, feats.options());
+  if (out.numel() == 0) return out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_cuda", [&] {
+    constexpr int kVec = widest<scalar_t>();
+    const scalar_t* f = feats.const_data_ptr<scalar_t>();
+    const bool vec = F % kVec == 0 && aligned(f, sizeof(scalar_t) * kVec);
+    const int64_t total = vec ? N * F / kVec : N * F;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 1 << 30));
+    const auto stream = at::cuda::getCurrentCUDAStream();
+    auto run = [&](auto index) {
+      using index_t = decltype(index);
+      auto kernel = vec ? forward_kernel<scalar_t, index_t, kVec> : forward_kernel<scalar_t, index_t, 1>;
+      kernel<<<blocks, kThreads, 0, stream>>>(f, points.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
+                                              total, F);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    };
+    if (feats.numel() <= std::numeric_limits<int32_t>::max() / 2) {
+      run(int32_t{});
+    } else {
+      run(int64_t{});
+    }
+  });
+  return out;
+}
+
+trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, const at::Tensor& feats_in,
+                                                  const at::Tensor& points_in, std::array<bool, 2> output_mask) {
+  trilinear::check("trilinear_interpolation_backward", feats_in, points_in);
+  trilinear::check_grad_out(grad_in, feats_in);
+  const c10::cuda::CUDAGuard guard(feats_in.device());
+  const auto grad = grad_in.contiguous();
+  const auto feats = feats_in.contiguous();
+  const auto points = points_in.contiguous();
+  const int64_t N = feats.size(0), F = feats.size(2);
+  at::Tensor gf, gp;
+  if (output_mask[0]) gf = at::empty({N, kCorners, F}, feats.options());
+  if (output_mask[1]) gp = at::empty({N, 3}, points.options());
+  if (N == 0 || (!gf.defined() && !gp.defined())) return {gf, gp};
+  if (F == 0) {  // no features: nothing flows back to the points
+    if (gp.defined()) gp.zero_();
+    return {gf, gp};
+  }
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cuda", [&] {
+    constexpr int kVec = widest<scalar_t>();
+    const scalar_t* g = grad.const_data_ptr<scalar_t>();
+    const scalar_t* f = feats.const_data_ptr<scalar_t>();
+    const bool vec = F % kVec == 0 && aligned(g, sizeof(scalar_t) * kVec) && aligned(f, sizeof(scalar_t) * kVec);
+    const int64_t groups = vec ? F / kVec : F;
+    int lanes = 1;
+    while (lanes < 32 && lanes < groups) lanes *= 2;
+    scalar_t* gf_ptr = gf.defined() ? gf.data_ptr<scalar_t>() : nullptr;
+    scalar_t* gp_ptr = gp.defined() ? gp.data_ptr<scalar_t>() : nullptr;
+    const scalar_t* p = points.const_data_ptr<scalar_t>();
+    if (vec) {
+      launch_backward<scalar_t, kVec>(lanes, N, F, g, f, p, gf_ptr, gp_ptr);
+    } else {
+      launch_backward<scalar_t, 1>(lanes, N, F, g, f, p, gf_ptr, gp_ptr);
+    }
+  });
+  return {gf, gp};
+}
+
+} // namespace customops::cuda

@@ -1,0 +1,22 @@
+#include "kernels/trilinear.h"
+
+#include <ATen/ops/empty.h>
+
+namespace customops::meta {
+
+at::Tensor trilinear_interpolation(const at::Tensor& feats, const at::Tensor& points) {
+  trilinear::check("trilinear_interpolation", feats, points);
+  return at::empty_symint({feats.sym_size(0), feats.sym_size(2)}, feats.options());
+}
+
+trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_out, const at::Tensor& feats,
+                                                  const at::Tensor& points, std::array<bool, 2> output_mask) {
+  trilinear::check("trilinear_interpolation_backward", feats, points);
+  trilinear::check_grad_out(grad_out, feats);
+  at::Tensor gf, gp;
+  if (output_mask[0]) gf = at::empty_symint(feats.sym_sizes(), feats.options());
+  if (output_mask[1]) gp = at::empty_symint(points.sym_sizes(), points.options());
+  return {gf, gp};
+}
+
+} // namespace customops::meta

@@ -1,0 +1,152 @@
+// Bilinear resize with the three coordinate conventions of ONNX Resize.
+//
+// Along each axis an output index o maps to a source coordinate
+//   src = max(scale * (o + off) - off, 0)
+// half_pixel:    scale = in/out,              off = 0.5  (PyTorch align_corners=False, TF2)
+// align_corners: scale = (in-1)/(out-1) or 0, off = 0    (align_corners=True in both)
+// asymmetric:    scale = in/out,              off = 0    (TF1 resize_bilinear default)
+// and blends input indices i0 = min(floor(src), in-1) and i1 = min(i0+1, in-1)
+// with weights 1-l and l, l = src - i0 clamped to [0, 1]. The maths is the
+// same for every mode, so the kernels take the mode as data, not as a template.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/SymBool.h>
+#include <c10/core/SymInt.h>
+#include <c10/macros/Macros.h>
+#include <c10/util/string_view.h>
+
+#include <algorithm>
+#include <string>
+
+#include "kernels/common/checks.h"
+#include "kernels/common/cpu_capability.h"
+
+namespace customops {
+
+namespace upsample {
+
+enum class Mode { HalfPixel, AlignCorners, Asymmetric };
+
+// Parses the schema's string; an unknown mode is an error listing the valid ones.
+Mode parse_mode(const char* op, c10::string_view mode);
+
+// One axis of the resize: in -> out positions. opmath_t is float for float16,
+// bfloat16 and float32 (PyTorch computes these coordinates in float too) and
+// double for float64.
+template <typename opmath_t>
+struct Axis {
+  opmath_t scale, off;
+  int64_t in, out;
+
+  static Axis make(Mode mode, int64_t in, int64_t out) {
+    Axis a{opmath_t(0), opmath_t(0), in, out};
+    if (mode == Mode::AlignCorners) {
+      a.scale = out > 1 ? static_cast<opmath_t>(in - 1) / static_cast<opmath_t>(out - 1) : opmath_t(0);
+    } else {
+      a.scale = static_cast<opmath_t>(in) / static_cast<opmath_t>(out);
+      a.off = mode == Mode::HalfPixel ? opmath_t(0.5) : opmath_t(0);
+    }
+    return a;
+  }
+
+  // The two input indices output o blends, and their weights.
+  template <typename index_t>
+  C10_HOST_DEVICE void taps(index_t o, index_t& i0, index_t& i1, opmath_t& w0, opmath_t& w1) const {
+    opmath_t src = scale * (static_cast<opmath_t>(o) + off) - off;
+    src = src < opmath_t(0) ? opmath_t(0) : src;
+    const index_t last = static_cast<index_t>(in - 1);
+    i0 = static_cast<index_t>(src);
+    i0 = i0 < last ? i0 : last;
+    i1 = i0 < last ? i0 + 1 : last;
+    opmath_t l = src - static_cast<opmath_t>(i0);
+    l = l < opmath_t(0) ? opmath_t(0) : (l > opmath_t(1) ? opmath_t(1) : l);
+    w1 = l;
+    w0 = opmath_t(1) - l;
+  }
+
+  template <typename index_t>
+  C10_HOST_DEVICE index_t first_tap(index_t o) const {
+    index_t i0, i1;
+    opmath_t w0, w1;
+    taps(o, i0, i1, w0, w1);
+    return i0;
+  }
+
+  // The first output whose i0 is at least t (out if none). i0 never decreases
+  // with o, so the outputs that read input i, those with i0 in {i-1, i}, are
+  // [first_at_least(i-1), first_at_least(i+1)). The estimate inverts src; the
+  // loops make the answer exact under the same rounding as taps().
+  template <typename index_t>
+  C10_HOST_DEVICE index_t first_at_least(index_t t) const {
+    const index_t n = static_cast<index_t>(out);
+    if (t <= 0) return 0;
+    if (scale == opmath_t(0)) return n;  // every output reads input 0
+    opmath_t est = (static_cast<opmath_t>(t) + off) / scale - off;
+    index_t o = est <= opmath_t(0) ? index_t(0)
+                                   : (est >= static_cast<opmath_t>(n) ? n : static_cast<index_t>(est));
+    while (o > 0 && first_tap<index_t>(o - 1) >= t) --o;
+    while (o < n && first_tap<index_t>(o) < t) ++o;
+    return o;
+  }
+
+  // Weight of output o's taps on input i (both taps may be i at the last index).
+  template <typename index_t>
+  C10_HOST_DEVICE opmath_t weight(index_t o, index_t i) const {
+    index_t i0, i1;
+    opmath_t w0, w1;
+    taps(o, i0, i1, w0, w1);
+    return (i0 == i ? w0 : opmath_t(0)) + (i1 == i ? w1 : opmath_t(0));
+  }
+};
+
+using checks::holds;
+
+// Checks of upsample_bilinear2d's arguments; Int is int64_t or c10::SymInt (Meta).
+void check_input(const char* op, const char* arg, const at::Tensor& t);
+template <typename Int>
+void check_size(const char* op, const char* arg, c10::ArrayRef<Int> size) {
+  TORCH_CHECK(size.size() == 2, "customops::", op, ": expected ", arg, " to have 2 elements (height, width), got ",
+              size.size());
+  TORCH_CHECK(holds(size[0] > 0) && holds(size[1] > 0), "customops::", op, ": expected ", arg, " to be positive, got [",
+              size[0], ", ", size[1], "]");
+}
+
+// The layout results take: channels_last for a channels_last input, as
+// F.interpolate does, else contiguous.
+at::MemoryFormat result_format(const at::Tensor& t);
+
+// What a kernel needs once the arguments are checked: the input in the
+// result's layout, the result allocated, and both axes' sizes.
+struct Plan {
+  at::Tensor input, output;
+  Mode mode;
+  bool channels_last;
+  int64_t N, C, in_h, in_w, out_h, out_w;
+};
+Plan plan_forward(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode);
+// grad_out (N, C, out_h, out_w) -> grad_in (N, C, input_size).
+Plan plan_backward(const at::Tensor& grad_out, at::IntArrayRef input_size, c10::string_view mode);
+
+} // namespace upsample
+
+namespace cpu {
+CUSTOMOPS_CPU_DECLARE(
+    at::Tensor upsample_bilinear2d(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode);
+    at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, at::IntArrayRef input_size,
+                                            c10::string_view mode);)
+} // namespace cpu
+
+namespace cuda {
+at::Tensor upsample_bilinear2d(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode);
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, at::IntArrayRef input_size,
+                                        c10::string_view mode);
+} // namespace cuda
+
+namespace meta {
+at::Tensor upsample_bilinear2d(const at::Tensor& input, c10::SymIntArrayRef output_size, c10::string_view mode);
+at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, c10::SymIntArrayRef input_size,
+                                        c10::string_view mode);
+} // namespace meta
+
+} // namespace customops
