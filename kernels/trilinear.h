@@ -48,6 +48,17 @@ using Grads = std::tuple<at::Tensor, at::Tensor>;
 void check(const char* op, const at::Tensor& feats, const at::Tensor& points);
 void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats);
 
+// What a CPU or CUDA kernel needs once the arguments are checked: contiguous
+// inputs and the results allocated (only those output_mask asks for).
+struct Plan {
+  at::Tensor grad, feats, points;    // grad only for the backward
+  at::Tensor out, grad_feats, grad_points;
+  int64_t N, F;
+};
+Plan plan_forward(const at::Tensor& feats, const at::Tensor& points);
+Plan plan_backward(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                   std::array<bool, 2> output_mask);
+
 } // namespace trilinear
 
 namespace cpu {

@@ -1,5 +1,7 @@
 #include "kernels/trilinear.h"
 
+#include <ATen/ops/empty.h>
+
 namespace customops::trilinear {
 
 void check(const char* op, const at::Tensor& feats, const at::Tensor& points) {
@@ -25,6 +27,32 @@ void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats) {
               feats.sym_size(2), "], got ", grad_out.sym_sizes());
   checks::same_dtype(op, "grad_out", grad_out, "feats", feats);
   checks::same_device(op, "grad_out", grad_out, "feats", feats);
+}
+
+Plan plan_forward(const at::Tensor& feats, const at::Tensor& points) {
+  check("trilinear_interpolation", feats, points);
+  Plan p;
+  p.feats = feats.contiguous();
+  p.points = points.contiguous();
+  p.N = feats.size(0);
+  p.F = feats.size(2);
+  p.out = at::empty({p.N, p.F}, feats.options());
+  return p;
+}
+
+Plan plan_backward(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
+                   std::array<bool, 2> output_mask) {
+  check("trilinear_interpolation_backward", feats, points);
+  check_grad_out(grad_out, feats);
+  Plan p;
+  p.grad = grad_out.contiguous();
+  p.feats = feats.contiguous();
+  p.points = points.contiguous();
+  p.N = feats.size(0);
+  p.F = feats.size(2);
+  if (output_mask[0]) p.grad_feats = at::empty({p.N, kCorners, p.F}, feats.options());
+  if (output_mask[1]) p.grad_points = at::empty({p.N, 3}, points.options());
+  return p;
 }
 
 } // namespace customops::trilinear

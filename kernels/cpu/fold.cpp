@@ -1,4 +1,5 @@
 #include "kernels/fold.h"
+#include "kernels/cpu/grain.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -8,14 +9,6 @@
 #include <vector>
 
 namespace customops::cpu::CPU_CAPABILITY {
-namespace {
-
-// Tasks of at least ~32K elements each, as ATen's elementwise ops.
-int64_t grain(int64_t elements_per_item) {
-  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));
-}
-
-} // namespace
 
 void im2col_into(const fold::Plan& plan) {
   const at::Tensor& x = plan.input;

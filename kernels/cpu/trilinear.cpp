@@ -1,9 +1,9 @@
 #include "kernels/trilinear.h"
+#include "kernels/cpu/grain.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/empty.h>
 
 #include <algorithm>
 #include <vector>
@@ -14,18 +14,12 @@ namespace {
 using trilinear::Corners;
 using trilinear::kCorners;
 
-int64_t grain(int64_t elements_per_item) {
-  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));
-}
-
 } // namespace
 
 at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor& points_in) {
-  trilinear::check("trilinear_interpolation", feats_in, points_in);
-  const auto feats = feats_in.contiguous();
-  const auto points = points_in.contiguous();
-  const int64_t N = feats.size(0), F = feats.size(2);
-  auto out = at::empty({N, F}, feats.options());
+  const auto plan = trilinear::plan_forward(feats_in, points_in);
+  const at::Tensor &feats = plan.feats, &points = plan.points, &out = plan.out;
+  const int64_t N = plan.N, F = plan.F;
   if (out.numel() == 0) return out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_cpu", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
@@ -54,15 +48,10 @@ at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor&
 
 trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, const at::Tensor& feats_in,
                                                   const at::Tensor& points_in, std::array<bool, 2> output_mask) {
-  trilinear::check("trilinear_interpolation_backward", feats_in, points_in);
-  trilinear::check_grad_out(grad_in, feats_in);
-  const auto grad = grad_in.contiguous();
-  const auto feats = feats_in.contiguous();
-  const auto points = points_in.contiguous();
-  const int64_t N = feats.size(0), F = feats.size(2);
-  at::Tensor gf, gp;
-  if (output_mask[0]) gf = at::empty({N, kCorners, F}, feats.options());
-  if (output_mask[1]) gp = at::empty({N, 3}, points.options());
+  const auto plan = trilinear::plan_backward(grad_in, feats_in, points_in, output_mask);
+  const at::Tensor &grad = plan.grad, &feats = plan.feats, &points = plan.points;
+  const at::Tensor &gf = plan.grad_feats, &gp = plan.grad_points;
+  const int64_t N = plan.N, F = plan.F;
   if (N == 0 || (!gf.defined() && !gp.defined())) return {gf, gp};
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cpu", [&] {
     using opmath_t = at::opmath_type<scalar_t>;

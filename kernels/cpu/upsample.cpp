@@ -1,4 +1,5 @@
 #include "kernels/upsample.h"
+#include "kernels/cpu/grain.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -12,10 +13,6 @@ namespace {
 
 using upsample::Axis;
 using upsample::Plan;
-
-int64_t grain(int64_t elements_per_item) {
-  return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));
-}
 
 // Each output index's taps along one axis, computed once per call.
 template <typename opmath_t>

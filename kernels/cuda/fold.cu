@@ -1,4 +1,5 @@
 #include "kernels/fold.h"
+#include "kernels/cuda/launch.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -13,33 +14,15 @@
 namespace customops::cuda {
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 30));
-}
-
-// Index arithmetic in 32 bits where every offset fits: 64-bit division costs
-// several times more, and these kernels are bound by it, not by memory.
-template <typename Fn>
-void with_index_type(int64_t max_offset, Fn&& fn) {
-  // Half the range, so that a grid-stride step past the end cannot overflow.
-  if (max_offset <= std::numeric_limits<int32_t>::max() / 2) {
-    fn(int32_t{});
-  } else {
-    fn(int64_t{});
-  }
-}
+using launch::blocks_for;
+using launch::kThreads;
+using launch::Pack;
+using launch::with_index_type;
 
 // One thread per (n, c, VEC consecutive windows): it writes those windows'
 // kh*kw entries, VEC at a time (8 bytes) into each output row. Consecutive
 // threads take consecutive windows, so every store coalesces into full lines,
 // and the index divisions are paid once per VEC*kh*kw outputs.
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
-
 template <typename scalar_t, typename index_t, int VEC>
 __global__ void im2col_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, index_t total,
                               index_t H, index_t W, index_t oh, index_t ow, fold::Window w64) {

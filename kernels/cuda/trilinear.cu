@@ -1,9 +1,9 @@
 #include "kernels/trilinear.h"
+#include "kernels/cuda/launch.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
-#include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 
@@ -17,21 +17,11 @@ namespace {
 using trilinear::Corners;
 using trilinear::kCorners;
 
-constexpr int kThreads = 256;
-
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
-
-template <typename scalar_t>
-constexpr int widest() {
-  return sizeof(scalar_t) >= 16 ? 1 : 16 / sizeof(scalar_t);
-}
-
-bool aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
+using launch::aligned;
+using launch::kThreads;
+using launch::Pack;
+using launch::widest;
+using launch::with_index_type;
 
 // One thread per VEC consecutive features of one point: 8 coalesced 16-byte
 // loads (one per corner row) and one store. Threads of one point read its 3
@@ -152,32 +142,25 @@ void launch_backward(int lanes, int64_t N, int64_t F, const scalar_t* g, const s
 } // namespace
 
 at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor& points_in) {
-  trilinear::check("trilinear_interpolation", feats_in, points_in);
+  trilinear::check("trilinear_interpolation", feats_in, points_in);  // devices, before the guard
   const c10::cuda::CUDAGuard guard(feats_in.device());
-  const auto feats = feats_in.contiguous();
-  const auto points = points_in.contiguous();
-  const int64_t N = feats.size(0), F = feats.size(2);
-  auto out = at::empty({N, F}, feats.options());
+  const auto plan = trilinear::plan_forward(feats_in, points_in);
+  const at::Tensor &feats = plan.feats, &points = plan.points, &out = plan.out;
+  const int64_t N = plan.N, F = plan.F;
   if (out.numel() == 0) return out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_cuda", [&] {
     constexpr int kVec = widest<scalar_t>();
     const scalar_t* f = feats.const_data_ptr<scalar_t>();
     const bool vec = F % kVec == 0 && aligned(f, sizeof(scalar_t) * kVec);
     const int64_t total = vec ? N * F / kVec : N * F;
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + kThreads - 1) / kThreads, 1 << 30));
     const auto stream = at::cuda::getCurrentCUDAStream();
-    auto run = [&](auto index) {
+    with_index_type(feats.numel(), [&](auto index) {
       using index_t = decltype(index);
       auto kernel = vec ? forward_kernel<scalar_t, index_t, kVec> : forward_kernel<scalar_t, index_t, 1>;
-      kernel<<<blocks, kThreads, 0, stream>>>(f, points.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(),
-                                              total, F);
+      kernel<<<launch::blocks_for(total), kThreads, 0, stream>>>(f, points.const_data_ptr<scalar_t>(),
+                                                                 out.data_ptr<scalar_t>(), total, F);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
-    };
-    if (feats.numel() <= std::numeric_limits<int32_t>::max() / 2) {
-      run(int32_t{});
-    } else {
-      run(int64_t{});
-    }
+    });
   });
   return out;
 }
@@ -187,13 +170,10 @@ trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, con
   trilinear::check("trilinear_interpolation_backward", feats_in, points_in);
   trilinear::check_grad_out(grad_in, feats_in);
   const c10::cuda::CUDAGuard guard(feats_in.device());
-  const auto grad = grad_in.contiguous();
-  const auto feats = feats_in.contiguous();
-  const auto points = points_in.contiguous();
-  const int64_t N = feats.size(0), F = feats.size(2);
-  at::Tensor gf, gp;
-  if (output_mask[0]) gf = at::empty({N, kCorners, F}, feats.options());
-  if (output_mask[1]) gp = at::empty({N, 3}, points.options());
+  const auto plan = trilinear::plan_backward(grad_in, feats_in, points_in, output_mask);
+  const at::Tensor &grad = plan.grad, &feats = plan.feats, &points = plan.points;
+  const at::Tensor &gf = plan.grad_feats, &gp = plan.grad_points;
+  const int64_t N = plan.N, F = plan.F;
   if (N == 0 || (!gf.defined() && !gp.defined())) return {gf, gp};
   if (F == 0) {  // no features: nothing flows back to the points
     if (gp.defined()) gp.zero_();

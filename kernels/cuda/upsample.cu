@@ -1,4 +1,5 @@
 #include "kernels/upsample.h"
+#include "kernels/cuda/launch.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -18,33 +19,12 @@ namespace {
 using upsample::Axis;
 using upsample::Plan;
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 30));
-}
-
-// 32-bit index arithmetic where every offset fits: these kernels do a few
-// divisions per element, which cost several times more in 64 bits.
-template <typename Fn>
-void with_index_type(int64_t max_offset, Fn&& fn) {
-  if (max_offset <= std::numeric_limits<int32_t>::max() / 2) {
-    fn(int32_t{});
-  } else {
-    fn(int64_t{});
-  }
-}
-
-template <typename scalar_t, int VEC>
-struct alignas(sizeof(scalar_t) * VEC) Pack {
-  scalar_t v[VEC];
-};
-
-// The most bytes one thread stores at once: 16, where the row allows it.
-template <typename scalar_t>
-constexpr int widest() {
-  return sizeof(scalar_t) >= 16 ? 1 : 16 / sizeof(scalar_t);
-}
+using launch::aligned;
+using launch::blocks_for;
+using launch::kThreads;
+using launch::Pack;
+using launch::widest;
+using launch::with_index_type;
 
 // NCHW: each thread writes VEC consecutive outputs of one row, as one store.
 // Its two source rows are shared with the neighbouring threads, so the
@@ -221,10 +201,6 @@ template <typename opmath_t>
 int64_t max_readers(const Axis<opmath_t>& a) {
   if (a.scale == opmath_t(0)) return a.out;
   return std::min<int64_t>(a.out, static_cast<int64_t>(std::floor(2.5 / static_cast<double>(a.scale))) + 2);
-}
-
-bool aligned(const void* p, size_t bytes) {
-  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
 template <typename scalar_t>
