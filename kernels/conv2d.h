@@ -54,27 +54,27 @@ Shape<Int> check(const char* op, bool depthwise, const at::Tensor& input, const 
   const bool batched = input.dim() == 4;
   const Int N = batched ? in[0] : Int(1);
   const Int &C = in[in.size() - 3], &H = in[in.size() - 2], &W = in[in.size() - 1];
-  TORCH_CHECK(fold::holds(C > 0) && fold::holds(H > 0) && fold::holds(W > 0), "customops::", op,
+  TORCH_CHECK(checks::holds(C > 0) && checks::holds(H > 0) && checks::holds(W > 0), "customops::", op,
               ": expected input to have non-empty C, H and W dimensions, got ", in);
-  TORCH_CHECK(fold::holds(ws[0] > 0) && fold::holds(ws[2] > 0) && fold::holds(ws[3] > 0), "customops::", op,
+  TORCH_CHECK(checks::holds(ws[0] > 0) && checks::holds(ws[2] > 0) && checks::holds(ws[3] > 0), "customops::", op,
               ": expected weight to be a non-empty ", weight_shape, " tensor, got ", ws);
   TORCH_CHECK(groups >= 1, "customops::", op, ": expected groups to be positive, got ", groups);
   if (depthwise) {
-    TORCH_CHECK(fold::holds(ws[1] == 1) && fold::holds(ws[0] % C == 0), "customops::", op,
+    TORCH_CHECK(checks::holds(ws[1] == 1) && checks::holds(ws[0] % C == 0), "customops::", op,
                 ": expected weight of shape (C*m, 1, kh, kw) for input with C = ", C, " channels, got ", ws);
   } else {
-    TORCH_CHECK(fold::holds(C % groups == 0), "customops::", op, ": expected groups (", groups,
+    TORCH_CHECK(checks::holds(C % groups == 0), "customops::", op, ": expected groups (", groups,
                 ") to divide the input's channels (", C, ")");
-    TORCH_CHECK(fold::holds(ws[0] % groups == 0), "customops::", op, ": expected groups (", groups,
+    TORCH_CHECK(checks::holds(ws[0] % groups == 0), "customops::", op, ": expected groups (", groups,
                 ") to divide weight's output channels (", ws[0], ")");
-    TORCH_CHECK(fold::holds(ws[1] * groups == C), "customops::", op, ": expected weight's dimension 1 (", ws[1],
+    TORCH_CHECK(checks::holds(ws[1] * groups == C), "customops::", op, ": expected weight's dimension 1 (", ws[1],
                 ") to be the input's channels (", C, ") / groups (", groups, ")");
   }
   if (bias.has_value() && bias->defined()) {
     checks::floating(op, "bias", *bias);
     checks::same_dtype(op, "bias", *bias, "input", input);
     checks::same_device(op, "bias", *bias, "input", input);
-    TORCH_CHECK(bias->dim() == 1 && fold::holds(sizes_of(*bias, Int{})[0] == ws[0]), "customops::", op,
+    TORCH_CHECK(bias->dim() == 1 && checks::holds(sizes_of(*bias, Int{})[0] == ws[0]), "customops::", op,
                 ": expected bias to be a 1-D tensor of ", ws[0], " elements (weight's output channels), got shape ",
                 sizes_of(*bias, Int{}));
   }
@@ -104,10 +104,10 @@ void check_grad_out(const char* op, const at::Tensor& grad_out, const at::Tensor
   checks::same_dtype(op, "grad_out", grad_out, "input", input);
   checks::same_device(op, "grad_out", grad_out, "input", input);
   const auto g = sizes_of(grad_out, Int{});
-  const bool ok = s.batched ? g.size() == 4 && fold::holds(g[0] == s.N) && fold::holds(g[1] == s.O) &&
-                                  fold::holds(g[2] == s.out_h) && fold::holds(g[3] == s.out_w)
-                            : g.size() == 3 && fold::holds(g[0] == s.O) && fold::holds(g[1] == s.out_h) &&
-                                  fold::holds(g[2] == s.out_w);
+  const bool ok = s.batched ? g.size() == 4 && checks::holds(g[0] == s.N) && checks::holds(g[1] == s.O) &&
+                                  checks::holds(g[2] == s.out_h) && checks::holds(g[3] == s.out_w)
+                            : g.size() == 3 && checks::holds(g[0] == s.O) && checks::holds(g[1] == s.out_h) &&
+                                  checks::holds(g[2] == s.out_w);
   TORCH_CHECK(ok, "customops::", op, ": expected grad_out to have the output's shape (",
               s.batched ? "N, " : "", s.O, ", ", s.out_h, ", ", s.out_w, "), got ", g);
 }
@@ -156,46 +156,31 @@ at::Tensor unbatch(const at::Tensor& t, const Shape<int64_t>& s);
 
 namespace customops {
 
+// The four kernels, with the same signatures in every backend.
+#define CUSTOMOPS_CONV_KERNELS                                                                                 \
+  at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,   \
+                    at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);  \
+  conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,   \
+                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,       \
+                              int64_t groups, std::array<bool, 3> output_mask);                                \
+  at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight,                               \
+                              const std::optional<at::Tensor>& bias, at::IntArrayRef stride,                   \
+                              at::IntArrayRef padding, at::IntArrayRef dilation);                              \
+  conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input,                   \
+                                        const at::Tensor& weight, at::IntArrayRef stride,                      \
+                                        at::IntArrayRef padding, at::IntArrayRef dilation,                     \
+                                        std::array<bool, 3> output_mask);
+
 namespace cpu {
-CUSTOMOPS_CPU_DECLARE(
-    at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
-    conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
-                                at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                                int64_t groups, std::array<bool, 3> output_mask);
-    at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight,
-                                const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
-                                at::IntArrayRef padding, at::IntArrayRef dilation);
-    conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input,
-                                          const at::Tensor& weight, at::IntArrayRef stride,
-                                          at::IntArrayRef padding, at::IntArrayRef dilation,
-                                          std::array<bool, 3> output_mask);)
+CUSTOMOPS_CPU_DECLARE(CUSTOMOPS_CONV_KERNELS)
 } // namespace cpu
 
 namespace cuda {
-at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
-conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
-                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                            int64_t groups, std::array<bool, 3> output_mask);
-at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation);
-conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
-                                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                                      std::array<bool, 3> output_mask);
+CUSTOMOPS_CONV_KERNELS
 } // namespace cuda
 
 namespace meta {
-at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                  at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups);
-conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
-                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                            int64_t groups, std::array<bool, 3> output_mask);
-at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation);
-conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
-                                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                                      std::array<bool, 3> output_mask);
+CUSTOMOPS_CONV_KERNELS
 } // namespace meta
 
 } // namespace customops

@@ -118,8 +118,8 @@ void forward_nhwc(const Plan& p) {
 template <typename scalar_t>
 void backward_nchw(const Plan& p) {
   using opmath_t = at::opmath_type<scalar_t>;
-  const Axis<opmath_t> ay = Axis<opmath_t>::make(p.mode, p.in_h, p.out_h);
-  const Readers<opmath_t> ry(ay), rx(Axis<opmath_t>::make(p.mode, p.in_w, p.out_w));
+  const Readers<opmath_t> ry(Axis<opmath_t>::make(p.mode, p.in_h, p.out_h));
+  const Readers<opmath_t> rx(Axis<opmath_t>::make(p.mode, p.in_w, p.out_w));
   const scalar_t* grad = p.input.const_data_ptr<scalar_t>();
   scalar_t* dst = p.output.data_ptr<scalar_t>();
   const int64_t IH = p.in_h, IW = p.in_w, OH = p.out_h, OW = p.out_w;

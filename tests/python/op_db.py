@@ -81,6 +81,13 @@ class OpInfo:
         return self.name
 
 
+def _other_device(device) -> str | None:
+    """A device other than `device` for mixed-device error inputs, if there is one."""
+    if torch.device(device).type == "cuda":
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else None
+
+
 # --- quick_gelu ---------------------------------------------------------------
 
 
@@ -128,7 +135,7 @@ def _quick_gelu_errors(device):
     yield ErrorInput(SampleInput((x.long(), x)), r"expected grad_out to be a floating-point tensor",
                      backward=True)
     yield ErrorInput(SampleInput((x, x.long())), r"expected x to be a floating-point tensor", backward=True)
-    other = "cpu" if torch.device(device).type == "cuda" else ("cuda" if torch.cuda.is_available() else None)
+    other = _other_device(device)
     if other is not None:
         yield ErrorInput(SampleInput((x.to(other), x)), r"expected grad_out and x on the same device",
                          backward=True)
@@ -391,7 +398,7 @@ def _conv_errors(depthwise):
         grad = torch.randn(2, w.shape[0], 5, 6, device=device)
         args = (grad, x, w, [1, 1], [1, 1], [1, 1]) + (() if depthwise else (1,)) + ([True, True, True],)
         yield ErrorInput(SampleInput(args), r"expected grad_out to have the output's shape", backward=True)
-        other = "cpu" if torch.device(device).type == "cuda" else ("cuda" if torch.cuda.is_available() else None)
+        other = _other_device(device)
         if other is not None:
             yield bad((x, w.to(other), b), r"expected weight and input on the same device")
             yield bad((x, w, b.to(other)), r"expected bias and input on the same device")
@@ -629,7 +636,7 @@ def _trilinear_errors(device):
                      backward=True)
     yield ErrorInput(SampleInput((g.double(), f, p, [True, True])), r"expected grad_out to have the dtype of feats",
                      backward=True)
-    other = "cpu" if torch.device(device).type == "cuda" else ("cuda" if torch.cuda.is_available() else None)
+    other = _other_device(device)
     if other is not None:
         yield ErrorInput(SampleInput((f, p.to(other))), r"expected points and feats on the same device")
         yield ErrorInput(SampleInput((g.to(other), f, p, [True, True])), r"expected grad_out and feats on the same",
