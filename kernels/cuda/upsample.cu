@@ -26,35 +26,65 @@ using launch::Pack;
 using launch::widest;
 using launch::with_index_type;
 
-// NCHW: each thread writes VEC consecutive outputs of one row, as one store.
-// Its two source rows are shared with the neighbouring threads, so the
-// gathered loads hit in L1; the kernel is bound by the stores.
+// NCHW: each thread writes VEC consecutive outputs of a run of consecutive
+// output rows, one store per row. Its VEC column taps are found once, and a
+// source row is blended horizontally once per run (kept in registers while
+// consecutive output rows read it) rather than once per output row: for a 2x
+// upsample that halves the loads and the arithmetic, so the stores set the pace.
 template <typename scalar_t, typename index_t, int VEC>
 __global__ void __launch_bounds__(kThreads) forward_nchw_kernel(
-    const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, index_t total, index_t IH, index_t IW,
-    index_t OH, index_t OW, Axis<at::opmath_type<scalar_t>> ay, Axis<at::opmath_type<scalar_t>> ax) {
+    const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, index_t total, index_t runs, index_t run_rows,
+    index_t IH, index_t IW, index_t OH, index_t OW, Axis<at::opmath_type<scalar_t>> ay,
+    Axis<at::opmath_type<scalar_t>> ax) {
   using opmath_t = at::opmath_type<scalar_t>;
   const index_t groups = OW / VEC;
   for (index_t idx = blockIdx.x * index_t(blockDim.x) + threadIdx.x; idx < total;
        idx += index_t(gridDim.x) * blockDim.x) {
-    const index_t xg = idx % groups, row = idx / groups;
-    const index_t oy = row % OH, plane = row / OH;
-    index_t y0, y1;
-    opmath_t wy0, wy1;
-    ay.taps(oy, y0, y1, wy0, wy1);
-    const scalar_t* r0 = src + (plane * IH + y0) * IW;
-    const scalar_t* r1 = src + (plane * IH + y1) * IW;
-    Pack<scalar_t, VEC> p;
+    const index_t xg = idx % groups, strip = idx / groups;
+    const index_t run = strip % runs, plane = strip / runs;
+    index_t x0[VEC], x1[VEC];
+    opmath_t wx0[VEC], wx1[VEC];
 #pragma unroll
-    for (int v = 0; v < VEC; ++v) {
-      index_t x0, x1;
-      opmath_t wx0, wx1;
-      ax.taps(xg * VEC + v, x0, x1, wx0, wx1);
-      const opmath_t top = wx0 * static_cast<opmath_t>(r0[x0]) + wx1 * static_cast<opmath_t>(r0[x1]);
-      const opmath_t bottom = wx0 * static_cast<opmath_t>(r1[x0]) + wx1 * static_cast<opmath_t>(r1[x1]);
-      p.v[v] = static_cast<scalar_t>(wy0 * top + wy1 * bottom);
+    for (int v = 0; v < VEC; ++v) ax.taps(xg * VEC + v, x0[v], x1[v], wx0[v], wx1[v]);
+    const scalar_t* image = src + plane * IH * IW;
+    auto blend = [&](index_t y, opmath_t (&h)[VEC]) {
+      const scalar_t* r = image + y * IW;
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) {
+        h[v] = wx0[v] * static_cast<opmath_t>(r[x0[v]]) + wx1[v] * static_cast<opmath_t>(r[x1[v]]);
+      }
+    };
+    opmath_t top[VEC], bottom[VEC];
+    index_t have_top = -1, have_bottom = -1;  // source rows held in top / bottom
+    const index_t oy_begin = run * run_rows, oy_end = oy_begin + run_rows < OH ? oy_begin + run_rows : OH;
+    scalar_t* out = dst + (plane * OH + oy_begin) * OW + xg * VEC;
+    for (index_t oy = oy_begin; oy < oy_end; ++oy, out += OW) {
+      index_t y0, y1;
+      opmath_t wy0, wy1;
+      ay.taps(oy, y0, y1, wy0, wy1);
+      if (y0 != have_top) {
+        if (y0 == have_bottom) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) top[v] = bottom[v];
+        } else {
+          blend(y0, top);
+        }
+        have_top = y0;
+      }
+      if (y1 != have_bottom) {
+        if (y1 == y0) {
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) bottom[v] = top[v];
+        } else {
+          blend(y1, bottom);
+        }
+        have_bottom = y1;
+      }
+      Pack<scalar_t, VEC> p;
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) p.v[v] = static_cast<scalar_t>(wy0 * top[v] + wy1 * bottom[v]);
+      *reinterpret_cast<Pack<scalar_t, VEC>*>(out) = p;
     }
-    *reinterpret_cast<Pack<scalar_t, VEC>*>(dst + row * OW + xg * VEC) = p;
   }
 }
 
@@ -93,69 +123,91 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
 
 // --- backward: gathers, never atomics ---------------------------------------
 //
-// Input pixel (iy, ix) receives sum_a sum_b wy(a) wx(b) g[a][b] over the
-// output rows a and columns b that read it. Each thread owns one input pixel
-// and sums in a fixed order, so results are bit-identical run to run.
+// Input pixel (iy, ix) receives sum_a wy(a) sum_b wx(b) g[a][b] over the
+// output rows a and columns b that read it, summed in a fixed order (a, then
+// b, ascending), so results are bit-identical run to run.
 
-constexpr int kTileX = 32, kTileY = 8, kMaxReaders = 8;
+// NCHW, at most MAXX readers per input column (more go through a slower
+// loop). Each thread owns one input column of a run of consecutive input
+// rows. It walks the output rows that read the run once, in order: blends
+// each row's readers of its column (h = sum_b wx(b) g[b]) and adds wy * h to
+// the one or two input rows that output row reads. Those rows advance
+// monotonically, so two accumulators (rows c and c+1) suffice and row c is
+// stored as soon as no later output row can read it. Each gradient row is
+// thus loaded once per run instead of once per input row that reads it.
+// (Two or four columns a thread, sharing the per-row work, measured no
+// faster on an H100.)
+constexpr int kBatch = 4;  // rows whose loads are issued together
 
-// A tile of kTileY x kTileX input pixels of one plane. The readers of its
-// columns and rows (ranges and weights) are found once per tile into shared
-// memory instead of once per pixel; each thread then reads at most
-// kMaxReaders^2 gradients, mostly from L1.
-template <typename scalar_t, typename index_t>
-__global__ void __launch_bounds__(kTileX* kTileY) backward_tiled_kernel(
-    const scalar_t* __restrict__ grad, scalar_t* __restrict__ dst, index_t IH, index_t IW, index_t OH, index_t OW,
-    index_t tiles_x, index_t tiles_y, Axis<at::opmath_type<scalar_t>> ay, Axis<at::opmath_type<scalar_t>> ax) {
+template <typename scalar_t, typename index_t, int MAXX>
+__global__ void __launch_bounds__(kThreads) backward_nchw_kernel(
+    const scalar_t* __restrict__ grad, scalar_t* __restrict__ dst, index_t total, index_t runs, index_t run_rows,
+    index_t IH, index_t IW, index_t OH, index_t OW, Axis<at::opmath_type<scalar_t>> ay,
+    Axis<at::opmath_type<scalar_t>> ax) {
   using opmath_t = at::opmath_type<scalar_t>;
-  __shared__ index_t x_lo[kTileX], y_lo[kTileY];
-  __shared__ int x_count[kTileX], y_count[kTileY];
-  __shared__ opmath_t x_w[kMaxReaders][kTileX], y_w[kTileY][kMaxReaders];
+  for (index_t idx = blockIdx.x * index_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += index_t(gridDim.x) * blockDim.x) {
+    const index_t ix = idx % IW, strip = idx / IW;
+    const index_t run = strip % runs, plane = strip / runs;
+    const index_t x_lo = ax.first_at_least(ix - 1);
+    const int nx = static_cast<int>(ax.first_at_least(ix + 1) - x_lo);
+    opmath_t wx[MAXX];
+#pragma unroll
+    for (int b = 0; b < MAXX; ++b) wx[b] = b < nx ? ax.weight(x_lo + b, ix) : opmath_t(0);
 
-  const index_t tile = blockIdx.x;
-  const index_t tx = tile % tiles_x, rest = tile / tiles_x;
-  const index_t ty = rest % tiles_y, plane = rest / tiles_y;
-  const index_t ix0 = tx * kTileX, iy0 = ty * kTileY;
-  const int lx = threadIdx.x, ly = threadIdx.y;
-
-  if (ly == 0) {
-    const index_t ix = ix0 + lx;
-    if (ix < IW) {
-      const index_t lo = ax.first_at_least(ix - 1), count = ax.first_at_least(ix + 1) - lo;
-      CUDA_KERNEL_ASSERT(count <= kMaxReaders);
-      x_lo[lx] = lo;
-      x_count[lx] = static_cast<int>(count);
-      for (int k = 0; k < count; ++k) x_w[k][lx] = ax.weight(lo + k, ix);
+    const index_t iy_begin = run * run_rows, iy_end = iy_begin + run_rows < IH ? iy_begin + run_rows : IH;
+    const index_t oy_end = ay.first_at_least(iy_end);
+    const scalar_t* g = grad + plane * OH * OW + x_lo;
+    scalar_t* out = dst + plane * IH * IW + ix;
+    index_t c = iy_begin;  // the input row `acc` belongs to; `acc_next` is row c + 1's
+    opmath_t acc = 0, acc_next = 0;
+    for (index_t oy0 = ay.first_at_least(iy_begin - 1); oy0 < oy_end; oy0 += kBatch) {
+      scalar_t v[kBatch][MAXX];
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const scalar_t* r = g + (oy0 + u) * OW;
+#pragma unroll
+        for (int b = 0; b < MAXX; ++b) v[u][b] = b < nx && oy0 + u < oy_end ? r[b] : scalar_t(0);
+      }
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        const index_t oy = oy0 + u;
+        if (oy >= oy_end) break;
+        opmath_t h = 0;
+#pragma unroll
+        for (int b = 0; b < MAXX; ++b) h += wx[b] * static_cast<opmath_t>(v[u][b]);
+        for (int b = MAXX; b < nx; ++b) h += ax.weight(x_lo + b, ix) * static_cast<opmath_t>(g[oy * OW + b]);
+        index_t y0, y1;
+        opmath_t wy0, wy1;
+        ay.taps(oy, y0, y1, wy0, wy1);
+        for (; c < y0; ++c) {  // no later output row reads row c
+          out[c * IW] = static_cast<scalar_t>(acc);
+          acc = acc_next;
+          acc_next = 0;
+        }
+        if (y0 == c) {
+          acc += wy0 * h;
+          if (y1 == c) {
+            acc += wy1 * h;
+          } else {
+            acc_next += wy1 * h;
+          }
+        } else if (y1 == c) {  // y0 == c - 1: the row above this run
+          acc += wy1 * h;
+        }
+      }
     }
-  } else if (ly == 1 && lx < kTileY) {
-    const index_t iy = iy0 + lx;
-    if (iy < IH) {
-      const index_t lo = ay.first_at_least(iy - 1), count = ay.first_at_least(iy + 1) - lo;
-      CUDA_KERNEL_ASSERT(count <= kMaxReaders);
-      y_lo[lx] = lo;
-      y_count[lx] = static_cast<int>(count);
-      for (int k = 0; k < count; ++k) y_w[lx][k] = ay.weight(lo + k, iy);
+    for (; c < iy_end; ++c) {
+      out[c * IW] = static_cast<scalar_t>(acc);
+      acc = acc_next;
+      acc_next = 0;
     }
   }
-  __syncthreads();
-
-  const index_t ix = ix0 + lx, iy = iy0 + ly;
-  if (ix >= IW || iy >= IH) return;
-  const scalar_t* g = grad + (plane * OH + y_lo[ly]) * OW + x_lo[lx];
-  const int ny = y_count[ly], nx = x_count[lx];
-  opmath_t acc = 0;
-  for (int a = 0; a < ny; ++a) {
-    const scalar_t* row = g + a * OW;
-    opmath_t part = 0;
-    for (int b = 0; b < nx; ++b) part += x_w[b][lx] * static_cast<opmath_t>(row[b]);
-    acc += y_w[ly][a] * part;
-  }
-  dst[(plane * IH + iy) * IW + ix] = static_cast<scalar_t>(acc);
 }
 
 // Any ratio and either layout: each thread finds its own readers. Used for
-// channels_last and for upsampling by more than about 3x per axis, where a
-// pixel may have more than kMaxReaders readers.
+// channels_last and for widening by more than about 3x, where an input column
+// has more than 8 readers.
 template <typename scalar_t, typename index_t, bool kChannelsLast>
 __global__ void __launch_bounds__(kThreads) backward_any_kernel(
     const scalar_t* __restrict__ grad, scalar_t* __restrict__ dst, index_t total, index_t C, index_t IH,
@@ -195,12 +247,44 @@ __global__ void __launch_bounds__(kThreads) backward_any_kernel(
   }
 }
 
-// Most outputs that can read one input index along an axis: those whose
-// source lies in [i-1, i+1), plus those clamped to 0 (half_pixel).
+// Most outputs that read one input index along an axis: those whose i0 is
+// i - 1 or i. Counted exactly, in one pass over the outputs (runs of equal
+// i0), when that is cheap; otherwise bounded: sources in [i-1, i+1) plus those
+// clamped to 0. The count skips the two indices at each end, where clamping
+// adds readers (half_pixel's input 1 has 5 at 2x, one of weight 0): the
+// kernel takes a column's extra readers in a slower loop, and sizing its
+// registers for the bulk of the columns makes the 2x backward twice as fast.
 template <typename opmath_t>
 int64_t max_readers(const Axis<opmath_t>& a) {
   if (a.scale == opmath_t(0)) return a.out;
-  return std::min<int64_t>(a.out, static_cast<int64_t>(std::floor(2.5 / static_cast<double>(a.scale))) + 2);
+  if (a.out > (int64_t(1) << 16)) {
+    return std::min<int64_t>(a.out, static_cast<int64_t>(std::floor(2.5 / static_cast<double>(a.scale))) + 2);
+  }
+  constexpr int64_t kEdge = 2;
+  const bool skip = a.in > 2 * kEdge + 1;
+  int64_t most = 0, value = -1, count = 0, previous = 0;  // previous: outputs with i0 == value - 1
+  for (int64_t o = 0; o <= a.out; ++o) {
+    const int64_t i0 = o < a.out ? a.first_tap(o) : std::numeric_limits<int64_t>::max();
+    if (i0 == value) {
+      ++count;
+      continue;
+    }
+    if (!skip || (value >= kEdge && value < a.in - kEdge)) most = std::max(most, previous + count);
+    previous = i0 == value + 1 ? count : 0;
+    value = i0;
+    count = 1;
+  }
+  return most;
+}
+
+// Consecutive rows per thread: up to `most`, fewer while that would leave
+// the GPU with less than about two waves of threads.
+int64_t rows_per_thread(int64_t threads_per_row, int64_t rows, int64_t most) {
+  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  const int64_t wanted = sms * 2048 * 2;
+  int64_t r = most;
+  while (r > 1 && threads_per_row * ((rows + r - 1) / r) < wanted) r /= 2;
+  return r;
 }
 
 template <typename scalar_t>
@@ -214,19 +298,20 @@ void forward(const Plan& p) {
   constexpr int kVec = widest<scalar_t>();
   with_index_type(std::max(p.input.numel(), p.output.numel()), [&](auto index) {
     using index_t = decltype(index);
-    const int64_t n = p.output.numel();
     if (p.channels_last) {
       const bool vec = p.C % kVec == 0 && aligned(src, sizeof(scalar_t) * kVec);
-      const int64_t total = vec ? n / kVec : n;
+      const int64_t n = p.output.numel(), total = vec ? n / kVec : n;
       auto kernel = vec ? forward_nhwc_kernel<scalar_t, index_t, kVec> : forward_nhwc_kernel<scalar_t, index_t, 1>;
       kernel<<<blocks_for(total), kThreads, 0, stream>>>(src, dst, total, p.C, p.in_h, p.in_w, p.out_h, p.out_w,
                                                          ay, ax);
     } else {
       const bool vec = p.out_w % kVec == 0;
-      const int64_t total = vec ? n / kVec : n;
+      const int64_t planes = p.N * p.C, groups = vec ? p.out_w / kVec : p.out_w;
+      const int64_t rows = rows_per_thread(planes * groups, p.out_h, 8);
+      const int64_t runs = (p.out_h + rows - 1) / rows, total = planes * runs * groups;
       auto kernel = vec ? forward_nchw_kernel<scalar_t, index_t, kVec> : forward_nchw_kernel<scalar_t, index_t, 1>;
-      kernel<<<blocks_for(total), kThreads, 0, stream>>>(src, dst, total, p.in_h, p.in_w, p.out_h, p.out_w, ay,
-                                                         ax);
+      kernel<<<blocks_for(total), kThreads, 0, stream>>>(src, dst, total, runs, rows, p.in_h, p.in_w, p.out_h,
+                                                         p.out_w, ay, ax);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
@@ -244,19 +329,21 @@ void backward(const Plan& p) {
   const int64_t IH = p.in_h, IW = p.in_w, OH = p.out_h, OW = p.out_w;
   with_index_type(std::max(p.input.numel(), p.output.numel()), [&](auto index) {
     using index_t = decltype(index);
-    const bool tiled = !p.channels_last && max_readers(ay) <= kMaxReaders && max_readers(ax) <= kMaxReaders;
-    if (tiled) {
-      const int64_t tiles_x = (IW + kTileX - 1) / kTileX, tiles_y = (IH + kTileY - 1) / kTileY;
-      const int64_t blocks = p.N * p.C * tiles_x * tiles_y;
-      TORCH_CHECK(blocks < std::numeric_limits<int32_t>::max(),
-                  "customops::upsample_bilinear2d_backward: grad_in too large (", blocks, " tiles)");
-      backward_tiled_kernel<scalar_t, index_t><<<static_cast<unsigned>(blocks), dim3(kTileX, kTileY), 0, stream>>>(
-          grad, dst, IH, IW, OH, OW, tiles_x, tiles_y, ay, ax);
-    } else {
+    const int64_t readers = p.channels_last ? 0 : max_readers(ax);
+    if (p.channels_last || readers > 8) {
       const int64_t total = p.output.numel();
       auto kernel = p.channels_last ? backward_any_kernel<scalar_t, index_t, true>
                                     : backward_any_kernel<scalar_t, index_t, false>;
       kernel<<<blocks_for(total), kThreads, 0, stream>>>(grad, dst, total, p.C, IH, IW, OH, OW, ay, ax);
+    } else {
+      const int64_t planes = p.N * p.C;
+      const int64_t rows = rows_per_thread(planes * IW, IH, 16);
+      const int64_t runs = (IH + rows - 1) / rows, total = planes * runs * IW;
+      // Readers beyond MAXX (the columns at the edges) take the kernel's slower loop.
+      auto kernel = readers <= 2   ? backward_nchw_kernel<scalar_t, index_t, 2>
+                    : readers <= 4 ? backward_nchw_kernel<scalar_t, index_t, 4>
+                                   : backward_nchw_kernel<scalar_t, index_t, 8>;
+      kernel<<<blocks_for(total), kThreads, 0, stream>>>(grad, dst, total, runs, rows, IH, IW, OH, OW, ay, ax);
     }
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });

@@ -87,7 +87,7 @@ def test_depthwise_gradients_are_deterministic(device, kernel):
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_depthwise_large_kernels_on_cuda(dtype):
-    """Kernels up to 31x31 (tiled path) and a dilated one (direct path) against
+    """Kernels up to 31x31 (register and tiled paths) and a dilated one (direct path) against
     cuDNN, at a size where tiles repeat in both directions."""
     tol = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}[dtype]
     for k, d in ((5, 1), (15, 1), (31, 1), (7, 3)):
@@ -103,3 +103,24 @@ def test_depthwise_large_kernels_on_cuda(dtype):
         for a, b in zip(got, want):
             scale = b.abs().max().item()
             torch.testing.assert_close(a.double() / scale, b.double() / scale, rtol=tol, atol=tol)
+
+
+@requires_cuda
+@pytest.mark.parametrize("k,padding,m", [(3, (1, 1), 1), (3, (0, 2), 2), (5, (2, 2), 1), (5, (1, 3), 1)])
+def test_depthwise_small_kernels_in_runs_of_rows_on_cuda(k, padding, m):
+    """3x3 and 5x5 at unit stride take the register kernel; at this size each
+    thread walks a run of rows (small tensors get one row a thread) and the
+    height ends in a partial run. Forward and input gradient (the transposed
+    correlation, with one source channel when m == 1) against cuDNN in float64."""
+    x = torch.randn(128, 96, 45, 37, device="cuda", requires_grad=True)
+    w = (torch.randn(96 * m, 1, k, k, device="cuda") / k).requires_grad_()
+    b = torch.randn(96 * m, device="cuda", requires_grad=True)
+    y = customops.depthwise_conv2d(x, w, b, 1, padding)
+    ref = F.conv2d(x.double(), w.double(), b.double(), 1, padding, 1, 96)
+    torch.testing.assert_close(y.double(), ref, rtol=1e-5, atol=1e-5)
+    g = torch.randn_like(y)
+    got = torch.autograd.grad(y, (x, w, b), g)
+    want = torch.autograd.grad(ref, (x, w, b), g.double())
+    for a, e in zip(got, want):
+        scale = e.abs().max().item()
+        torch.testing.assert_close(a.double() / scale, e.double() / scale, rtol=1e-5, atol=1e-5)

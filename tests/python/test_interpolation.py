@@ -11,7 +11,7 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 import customops
 from conftest import HAS_CUDA, requires_cuda
-from op_db import _trilinear_ref
+from op_db import _resize_ref, _trilinear_ref
 
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 
@@ -117,6 +117,25 @@ def test_size_arguments_are_checked():
         customops.UpsampleBilinear2d()
     with pytest.raises(ValueError, match="exactly one"):
         customops.UpsampleBilinear2d(size=4, scale_factor=2.0)
+
+
+@requires_cuda
+@pytest.mark.parametrize("mode", list(TF_FLAGS))
+@pytest.mark.parametrize("shape,size", [((512, 4, 67, 45), (134, 90)), ((256, 8, 64, 48), (23, 17)),
+                                        ((2048, 1, 37, 29), (81, 70))])
+def test_cuda_runs_of_rows(mode, shape, size):
+    """Tensors large enough that each CUDA thread walks a run of several rows
+    (small ones get one row per thread), with heights that end in a partial
+    run: forward and backward against the float64 reference on the GPU."""
+    x = torch.randn(shape, device="cuda", dtype=torch.float64, requires_grad=True)
+    out = customops.upsample_bilinear2d(x, size, mode)
+    grad = torch.randn_like(out)
+    (gx,) = torch.autograd.grad(out, x, grad)
+    x_ref = x.detach().requires_grad_()
+    ref = _resize_ref(x_ref, size, mode)
+    (gx_ref,) = torch.autograd.grad(ref, x_ref, grad)
+    torch.testing.assert_close(out, ref, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(gx, gx_ref, rtol=1e-10, atol=1e-10)
 
 
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
