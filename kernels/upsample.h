@@ -37,16 +37,18 @@ Mode parse_mode(const char* op, c10::string_view mode);
 template <typename opmath_t>
 struct Axis {
   opmath_t scale, off;
+  opmath_t inverse;  // 1 / scale (0 with scale), for first_at_least's estimate
   int64_t in, out;
 
   static Axis make(Mode mode, int64_t in, int64_t out) {
-    Axis a{opmath_t(0), opmath_t(0), in, out};
+    Axis a{opmath_t(0), opmath_t(0), opmath_t(0), in, out};
     if (mode == Mode::AlignCorners) {
       a.scale = out > 1 ? static_cast<opmath_t>(in - 1) / static_cast<opmath_t>(out - 1) : opmath_t(0);
     } else {
       a.scale = static_cast<opmath_t>(in) / static_cast<opmath_t>(out);
       a.off = mode == Mode::HalfPixel ? opmath_t(0.5) : opmath_t(0);
     }
+    a.inverse = a.scale != opmath_t(0) ? opmath_t(1) / a.scale : opmath_t(0);
     return a;
   }
 
@@ -82,7 +84,7 @@ struct Axis {
     const index_t n = static_cast<index_t>(out);
     if (t <= 0) return 0;
     if (scale == opmath_t(0)) return n;  // every output reads input 0
-    opmath_t est = (static_cast<opmath_t>(t) + off) / scale - off;
+    opmath_t est = (static_cast<opmath_t>(t) + off) * inverse - off;
     index_t o = est <= opmath_t(0) ? index_t(0)
                                    : (est >= static_cast<opmath_t>(n) ? n : static_cast<index_t>(est));
     while (o > 0 && first_tap<index_t>(o - 1) >= t) --o;

@@ -278,10 +278,11 @@ int64_t max_readers(const Axis<opmath_t>& a) {
 }
 
 // Consecutive rows per thread: up to `most`, fewer while that would leave
-// the GPU with less than about two waves of threads.
+// the GPU with less than two waves of threads at the occupancy these kernels
+// reach (about 1024 threads per multiprocessor).
 int64_t rows_per_thread(int64_t threads_per_row, int64_t rows, int64_t most) {
   const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t wanted = sms * 2048 * 2;
+  const int64_t wanted = sms * 1024 * 2;
   int64_t r = most;
   while (r > 1 && threads_per_row * ((rows + r - 1) / r) < wanted) r /= 2;
   return r;
@@ -337,7 +338,9 @@ void backward(const Plan& p) {
       kernel<<<blocks_for(total), kThreads, 0, stream>>>(grad, dst, total, p.C, IH, IW, OH, OW, ay, ax);
     } else {
       const int64_t planes = p.N * p.C;
-      const int64_t rows = rows_per_thread(planes * IW, IH, 16);
+      // A thread's set-up (finding its column's readers) costs about as much
+      // as a dozen rows: long runs amortise it.
+      const int64_t rows = rows_per_thread(planes * IW, IH, 32);
       const int64_t runs = (IH + rows - 1) / rows, total = planes * runs * IW;
       // Readers beyond MAXX (the columns at the edges) take the kernel's slower loop.
       auto kernel = readers <= 2   ? backward_nchw_kernel<scalar_t, index_t, 2>
