@@ -47,15 +47,22 @@ __global__ void __launch_bounds__(kThreads) forward_nchw_kernel(
 #pragma unroll
     for (int v = 0; v < VEC; ++v) ax.taps(xg * VEC + v, x0[v], x1[v], wx0[v], wx1[v]);
     const scalar_t* image = src + plane * IH * IW;
-    auto blend = [&](index_t y, opmath_t (&h)[VEC]) {
+    opmath_t top[VEC], bottom[VEC];
+    index_t have_top = -1, have_bottom = -1;  // source rows held in top / bottom
+    // Source row y, horizontally blended, into h: copied from `other` when
+    // that holds it already, else loaded.
+    auto fetch = [&](index_t y, index_t other_row, const opmath_t(&other)[VEC], opmath_t(&h)[VEC]) {
+      if (y == other_row) {
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) h[v] = other[v];
+        return;
+      }
       const scalar_t* r = image + y * IW;
 #pragma unroll
       for (int v = 0; v < VEC; ++v) {
         h[v] = wx0[v] * static_cast<opmath_t>(r[x0[v]]) + wx1[v] * static_cast<opmath_t>(r[x1[v]]);
       }
     };
-    opmath_t top[VEC], bottom[VEC];
-    index_t have_top = -1, have_bottom = -1;  // source rows held in top / bottom
     const index_t oy_begin = run * run_rows, oy_end = oy_begin + run_rows < OH ? oy_begin + run_rows : OH;
     scalar_t* out = dst + (plane * OH + oy_begin) * OW + xg * VEC;
     for (index_t oy = oy_begin; oy < oy_end; ++oy, out += OW) {
@@ -63,21 +70,11 @@ __global__ void __launch_bounds__(kThreads) forward_nchw_kernel(
       opmath_t wy0, wy1;
       ay.taps(oy, y0, y1, wy0, wy1);
       if (y0 != have_top) {
-        if (y0 == have_bottom) {
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) top[v] = bottom[v];
-        } else {
-          blend(y0, top);
-        }
+        fetch(y0, have_bottom, bottom, top);
         have_top = y0;
       }
       if (y1 != have_bottom) {
-        if (y1 == y0) {
-#pragma unroll
-          for (int v = 0; v < VEC; ++v) bottom[v] = top[v];
-        } else {
-          blend(y1, bottom);
-        }
+        fetch(y1, have_top, top, bottom);
         have_bottom = y1;
       }
       Pack<scalar_t, VEC> p;
