@@ -11,8 +11,9 @@
 // padded to a multiple of kR with zero taps. 3x3 and 5x5 at unit stride, the
 // common case, take a register kernel that needs no padding instead (on an
 // H100 it ran the 3x3 forward in half the tiles' time, 0.14 against 0.28 ms
-// for 32x384x56x56 fp32). Other geometries take one-thread-per-output kernels. The weight gradient is reduced per (batch chunk, channel)
-// in a fixed order, and the chunks summed by at::sum: deterministic.
+// for 32x384x56x56 fp32). Other geometries take one-thread-per-output
+// kernels. The weight gradient is reduced per (batch chunk, channel) in a
+// fixed order, and the chunks summed by at::sum: deterministic.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -498,8 +499,6 @@ bool launch_tiled(const scalar_t* src, const scalar_t* weight, const scalar_t* b
   return true;
 }
 
-// Runs the correlation c over `planes` destination planes with the tiled
-// kernel; false when it does not apply.
 template <typename scalar_t, int K>
 void launch_small(const scalar_t* src, const scalar_t* weight, const scalar_t* bias, scalar_t* dst, const Corr& c,
                   int64_t planes, cudaStream_t stream) {
@@ -516,6 +515,8 @@ void launch_small(const scalar_t* src, const scalar_t* weight, const scalar_t* b
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// Runs the correlation c over `planes` destination planes with the register
+// or the tiled kernel; false when neither applies.
 template <typename scalar_t>
 bool launch_fast_corr(const scalar_t* src, const scalar_t* weight, const scalar_t* bias, scalar_t* dst, const Corr& c,
                       int64_t planes, cudaStream_t stream) {
