@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "kernels/conv2d.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda {
 namespace {
@@ -504,10 +505,7 @@ void launch_small(const scalar_t* src, const scalar_t* weight, const scalar_t* b
                   int64_t planes, cudaStream_t stream) {
   constexpr int kVec = 16 / sizeof(scalar_t);
   const int64_t groups = (c.dst_w + kVec - 1) / kVec;
-  // Up to 8 rows a thread, fewer where that leaves under two waves of threads.
-  const int64_t wanted = int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * 2048 * 2;
-  int rows = 8;
-  while (rows > 1 && planes * groups * ((c.dst_h + rows - 1) / rows) < wanted) rows /= 2;
+  const int rows = static_cast<int>(launch::rows_per_thread(planes * groups, c.dst_h, 8, 2048));
   const int64_t runs = (c.dst_h + rows - 1) / rows, total = planes * runs * groups;
   small_corr_kernel<scalar_t, K, kVec>
       <<<grid_for((total + kThreads - 1) / kThreads), kThreads, 0, stream>>>(src, weight, bias, dst, c, total, runs,

@@ -2,6 +2,8 @@
 // trilinear): grid sizes, 32-bit indexing where it fits, and packed stores.
 #pragma once
 
+#include <ATen/cuda/CUDAContext.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -14,6 +16,16 @@ constexpr int kThreads = 256;
 // Blocks for one thread per item (grid-stride loops cover the rest).
 inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t(1) << 30));
+}
+
+// Consecutive rows per thread for kernels that walk runs of rows: up to
+// `most`, halved while the grid would hold less than two waves of threads at
+// `threads_per_sm` resident threads per multiprocessor.
+inline int64_t rows_per_thread(int64_t threads_per_row, int64_t rows, int64_t most, int64_t threads_per_sm) {
+  const int64_t wanted = int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * threads_per_sm * 2;
+  int64_t r = most;
+  while (r > 1 && threads_per_row * ((rows + r - 1) / r) < wanted) r /= 2;
+  return r;
 }
 
 // Calls fn(int32_t{}) when every offset fits in 32 bits, else fn(int64_t{}):

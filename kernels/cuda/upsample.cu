@@ -22,6 +22,7 @@ using upsample::Plan;
 using launch::aligned;
 using launch::blocks_for;
 using launch::kThreads;
+using launch::rows_per_thread;
 using launch::Pack;
 using launch::widest;
 using launch::with_index_type;
@@ -274,16 +275,8 @@ int64_t max_readers(const Axis<opmath_t>& a) {
   return most;
 }
 
-// Consecutive rows per thread: up to `most`, fewer while that would leave
-// the GPU with less than two waves of threads at the occupancy these kernels
-// reach (about 1024 threads per multiprocessor).
-int64_t rows_per_thread(int64_t threads_per_row, int64_t rows, int64_t most) {
-  const int64_t sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  const int64_t wanted = sms * 1024 * 2;
-  int64_t r = most;
-  while (r > 1 && threads_per_row * ((rows + r - 1) / r) < wanted) r /= 2;
-  return r;
-}
+// These kernels reach about 1024 resident threads per multiprocessor.
+constexpr int64_t kResidentThreads = 1024;
 
 template <typename scalar_t>
 void forward(const Plan& p) {
@@ -305,7 +298,7 @@ void forward(const Plan& p) {
     } else {
       const bool vec = p.out_w % kVec == 0;
       const int64_t planes = p.N * p.C, groups = vec ? p.out_w / kVec : p.out_w;
-      const int64_t rows = rows_per_thread(planes * groups, p.out_h, 8);
+      const int64_t rows = rows_per_thread(planes * groups, p.out_h, 8, kResidentThreads);
       const int64_t runs = (p.out_h + rows - 1) / rows, total = planes * runs * groups;
       auto kernel = vec ? forward_nchw_kernel<scalar_t, index_t, kVec> : forward_nchw_kernel<scalar_t, index_t, 1>;
       kernel<<<blocks_for(total), kThreads, 0, stream>>>(src, dst, total, runs, rows, p.in_h, p.in_w, p.out_h,
@@ -337,7 +330,7 @@ void backward(const Plan& p) {
       const int64_t planes = p.N * p.C;
       // A thread's set-up (finding its column's readers) costs about as much
       // as a dozen rows: long runs amortise it.
-      const int64_t rows = rows_per_thread(planes * IW, IH, 32);
+      const int64_t rows = rows_per_thread(planes * IW, IH, 32, kResidentThreads);
       const int64_t runs = (IH + rows - 1) / rows, total = planes * runs * IW;
       // Readers beyond MAXX (the columns at the edges) take the kernel's slower loop.
       auto kernel = readers <= 2   ? backward_nchw_kernel<scalar_t, index_t, 2>
