@@ -3,12 +3,13 @@
 #pragma once
 
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 
 #include <tuple>
 #include <type_traits>
+
+#include "kernels/cpu/parallel.h"
 
 namespace customops::cpu::CPU_CAPABILITY {
 

@@ -1,9 +1,8 @@
 #include "kernels/fold.h"
-#include "kernels/cpu/grain.h"
+#include "kernels/cpu/parallel.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/Parallel.h>
 
 #include <algorithm>
 #include <vector>
