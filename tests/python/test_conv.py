@@ -84,6 +84,23 @@ def test_depthwise_gradients_are_deterministic(device, kernel):
             assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("device", _devices())
+def test_depthwise_weight_gradient_ignores_pixels_its_tap_never_reads(device):
+    """Vector kernels whose last lanes run past the row (7 outputs here) must not let a
+    pixel that another tap reads leak into this tap's sum: an inf in the last column
+    belongs to tap 2's gradient only, and taps 0 and 1 stay finite."""
+    x = torch.zeros(1, 1, 1, 9, device=device, dtype=torch.float64)
+    x[..., 8] = float("inf")
+    w = torch.ones(1, 1, 1, 3, device=device, dtype=torch.float64)
+    g = torch.ones(1, 1, 1, 7, device=device, dtype=torch.float64)
+    args = (g, x, w, [1, 1], [0, 0], [1, 1], [False, True, False])
+    ours = torch.ops.customops.depthwise_conv2d_backward(*args)[1]
+    theirs = torch.ops.aten.convolution_backward(g, x, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+                                                 [False, True, False])[1]
+    assert torch.isfinite(theirs[..., :2]).all()
+    torch.testing.assert_close(ours, theirs, equal_nan=True)
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_depthwise_large_kernels_on_cuda(dtype):
