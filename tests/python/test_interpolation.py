@@ -138,6 +138,32 @@ def test_cuda_runs_of_rows(mode, shape, size):
     torch.testing.assert_close(gx, gx_ref, rtol=1e-10, atol=1e-10)
 
 
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("mode", list(TF_FLAGS))
+@pytest.mark.parametrize("shape,size,misaligned", [
+    ((3, 5, 70, 97), (140, 194), False),
+    ((2, 3, 33, 40), (132, 160), False),
+    ((2, 3, 50, 41), (167, 137), True),
+    ((2, 3, 90, 77), (31, 25), False),
+])
+def test_cuda_backward_ratios(dtype, mode, shape, size, misaligned):
+    """The CUDA backward in every dtype against the float64 reference, at ratios
+    that change how its threads find readers: 2x, 4x (edge indices with more
+    readers than the unrolled count), a non-integer ratio with a gradient that
+    is not 16-byte aligned, and downsampling (inputs with no readers)."""
+    grad64 = torch.randn(shape[:2] + size, device="cuda", dtype=torch.float64)
+    grad = grad64.to(dtype)
+    if misaligned:
+        grad = torch.empty(grad.numel() + 1, device="cuda", dtype=dtype)[1:].view_as(grad).copy_(grad)
+        assert grad.is_contiguous() and grad.data_ptr() % 16 != 0
+    actual = torch.ops.customops.upsample_bilinear2d_backward(grad, shape[2:], mode)
+    x = torch.zeros(shape, device="cuda", dtype=torch.float64, requires_grad=True)
+    (expected,) = torch.autograd.grad(_resize_ref(x, size, mode), x, grad.double())
+    tol = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}[dtype]
+    torch.testing.assert_close(actual.double(), expected, rtol=tol, atol=tol * expected.abs().max().item())
+
+
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 @pytest.mark.parametrize("n,f", [(1000, 32), (300, 256), (513, 5)])
