@@ -402,15 +402,24 @@ __global__ void __launch_bounds__(kThreads)
               tid, kThreads);
         __syncthreads();
         if (!active) continue;
+        // Outputs past the plane's edge have zero gradient but read real
+        // pixels: their products are skipped, not added as 0 * x (an inf
+        // there would make a NaN in a tap that never reads it).
+        const int live_h = int(std::min<int64_t>(kTileH, c.dst_h - y0));
+        const int live_w = int(std::min<int64_t>(kTileW, c.dst_w - x0));
         for (int run = group; run < kRuns; run += groups) {
           const int oy = run / (kTileW / kR), xb = run % (kTileW / kR) * kR;
+          if (oy >= live_h || xb >= live_w) continue;
+          const int live = live_w - xb;
           opmath_t g[kR], v[2 * kR];
           load_span(s_g + oy * kTileW + xb, g);
           load_span(s_in + (oy * c.sh + i * c.dh) * ts.cols + xb + jb, v);
 #pragma unroll
           for (int q = 0; q < kR; ++q) {
 #pragma unroll
-            for (int r = 0; r < kR; ++r) acc[q] += g[r] * v[r + q];
+            for (int r = 0; r < kR; ++r) {
+              if (r < live) acc[q] += g[r] * v[r + q];
+            }
           }
         }
       }
