@@ -451,7 +451,7 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
     const scalar_t* wt = p.weight.const_data_ptr<scalar_t>();
     const int64_t L = s.out_h * s.out_w;
     at::parallel_for(0, s.N * s.C, 1, [&](int64_t begin, int64_t end) {
-      std::vector<opmath_t> xpad(output_mask[1] ? xe.rows * xe.stride : 0), gpad, sum, taps;
+      std::vector<opmath_t> xpad(output_mask[1] ? xe.rows * xe.stride : 0), gpad, scratch, taps;
       std::vector<opmath_t> gplane(output_mask[1] ? s.out_h * gstride : 0, opmath_t(0));
       if (output_mask[0] && gather) gpad.resize(ge.rows * ge.stride);
       for (int64_t nc = begin; nc < end; ++nc) {
@@ -460,9 +460,9 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
         if (output_mask[0]) {
           scalar_t* gi = grad_input.data_ptr<scalar_t>() + nc * s.H * s.W;
           if (gather) {
-            input_grad_gather(gn, wt, p, ge, c, gpad, sum, taps, gi);
+            input_grad_gather(gn, wt, p, ge, c, gpad, scratch, taps, gi);
           } else {
-            input_grad_scatter(gn, wt, p, xe, c, gpad, sum, taps, gi);
+            input_grad_scatter(gn, wt, p, xe, c, gpad, scratch, taps, gi);
           }
         }
         if (!output_mask[1]) continue;
