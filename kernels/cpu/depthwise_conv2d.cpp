@@ -19,6 +19,7 @@
 #include <ATen/ops/empty_like.h>
 
 #include <algorithm>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
