@@ -20,7 +20,7 @@ using launch::Pack;
 using launch::with_index_type;
 
 // One thread per (n, c, VEC consecutive windows): it writes those windows'
-// kh*kw entries, VEC at a time (8 bytes) into each output row. Consecutive
+// kh*kw entries, VEC at a time (16 or 8 bytes) into each output row. Consecutive
 // threads take consecutive windows, so every store coalesces into full lines,
 // and the index divisions are paid once per VEC*kh*kw outputs.
 template <typename scalar_t, typename index_t, int VEC>
@@ -53,22 +53,26 @@ __global__ void im2col_kernel(const scalar_t* __restrict__ src, scalar_t* __rest
   }
 }
 
-// One thread per output pixel, gathering the window entries that cover it in a
-// fixed order: deterministic, no atomics. Window origins move away from the
-// pixel as i and j grow, so the loops stop at the first origin before 0; with
-// unit stride every origin is a window, and the divisibility tests drop out.
-template <typename scalar_t, typename index_t, bool kUnitStride>
+// Each thread gathers, for OUT neighbouring pixels of one output row, the window
+// entries that cover them, in a fixed (i, j) order: deterministic, no atomics.
+// The OUT loads of a tap are independent, so they are in flight together; with
+// one pixel a thread, each load waited for the one before. Window rows move
+// away from the pixel as i grows, so that loop stops at the first before 0;
+// with unit stride every origin is a window, and the divisibility tests drop out.
+template <typename scalar_t, typename index_t, bool kUnitStride, int OUT>
 __global__ void col2im_kernel(const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, index_t total,
                               index_t H, index_t W, index_t oh, index_t ow, fold::Window w64) {
   using opmath_t = at::opmath_type<scalar_t>;
   const index_t kh = w64.kh, kw = w64.kw, dh = w64.dh, dw = w64.dw, sh = w64.sh, sw = w64.sw;
-  const index_t L = oh * ow;
+  const index_t L = oh * ow, groups = (W + OUT - 1) / OUT;
   for (index_t idx = blockIdx.x * index_t(blockDim.x) + threadIdx.x; idx < total;
        idx += index_t(gridDim.x) * blockDim.x) {
-    const index_t x = idx % W, hn = idx / W;
+    const index_t x0 = idx % groups * OUT, hn = idx / groups;
     const index_t h = hn % H, nc = hn / H;
     const scalar_t* planes = src + nc * kh * kw * L;
-    opmath_t acc = 0;
+    opmath_t acc[OUT];
+#pragma unroll
+    for (int v = 0; v < OUT; ++v) acc[v] = opmath_t(0);
     for (index_t i = 0; i < kh; ++i) {
       const index_t hy = h + index_t(w64.ph) - i * dh;
       if (hy < 0) break;
@@ -76,15 +80,30 @@ __global__ void col2im_kernel(const scalar_t* __restrict__ src, scalar_t* __rest
       const index_t y = kUnitStride ? hy : hy / sh;
       if (y >= oh) continue;
       const scalar_t* row = planes + i * kw * L + y * ow;
+#pragma unroll 3
       for (index_t j = 0; j < kw; ++j) {
-        const index_t wx = x + index_t(w64.pw) - j * dw;
-        if (wx < 0) break;
-        if (!kUnitStride && wx % sw != 0) continue;
-        const index_t xo = kUnitStride ? wx : wx / sw;
-        if (xo < ow) acc += static_cast<opmath_t>(row[j * L + xo]);
+        const index_t wx0 = x0 + index_t(w64.pw) - j * dw;
+        bool ok[OUT];
+        scalar_t val[OUT];
+#pragma unroll
+        for (int v = 0; v < OUT; ++v) {
+          const index_t wx = wx0 + v;
+          ok[v] = wx >= 0 && x0 + v < W && (kUnitStride || wx % sw == 0);
+          const index_t xo = kUnitStride ? wx : wx / sw;
+          ok[v] = ok[v] && xo < ow;
+          val[v] = ok[v] ? row[j * L + xo] : scalar_t(0);
+        }
+#pragma unroll
+        for (int v = 0; v < OUT; ++v) {
+          if (ok[v]) acc[v] += static_cast<opmath_t>(val[v]);
+        }
       }
     }
-    dst[idx] = static_cast<scalar_t>(acc);
+    scalar_t* out = dst + hn * W + x0;
+#pragma unroll
+    for (int v = 0; v < OUT; ++v) {
+      if (x0 + v < W) out[v] = static_cast<scalar_t>(acc[v]);
+    }
   }
 }
 
@@ -98,11 +117,15 @@ void im2col_into(const fold::Plan& plan) {
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "im2col_cuda", [&] {
     with_index_type(std::max(x.numel(), out.numel()), [&](auto index) {
       using index_t = decltype(index);
-      // 8-byte stores where every row's length allows them.
-      constexpr int kVec = sizeof(scalar_t) >= 8 ? 1 : 8 / sizeof(scalar_t);
-      const bool packed = kVec > 1 && (plan.out_h * plan.out_w) % kVec == 0;
-      const int64_t total = packed ? windows / kVec : windows;
-      auto kernel = packed ? im2col_kernel<scalar_t, index_t, kVec> : im2col_kernel<scalar_t, index_t, 1>;
+      // 16- or 8-byte stores where every row's length allows them.
+      constexpr int kWide = launch::widest<scalar_t>();
+      constexpr int kNarrow = sizeof(scalar_t) >= 8 ? 1 : 8 / sizeof(scalar_t);
+      const int64_t L = plan.out_h * plan.out_w;
+      const int vec = L % kWide == 0 ? kWide : L % kNarrow == 0 ? kNarrow : 1;
+      const int64_t total = windows / vec;
+      auto kernel = vec == kWide     ? im2col_kernel<scalar_t, index_t, kWide>
+                    : vec == kNarrow ? im2col_kernel<scalar_t, index_t, kNarrow>
+                                     : im2col_kernel<scalar_t, index_t, 1>;
       kernel<<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
           x.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), total, plan.H, plan.W, plan.out_h, plan.out_w,
           plan.w);
@@ -114,13 +137,17 @@ void im2col_into(const fold::Plan& plan) {
 void col2im_into(const fold::Plan& plan) {
   const at::Tensor& cols = plan.input;
   const at::Tensor& out = plan.output;
-  const int64_t total = out.numel();
-  if (total == 0) return;
+  if (out.numel() == 0) return;
   const bool unit_stride = plan.w.sh == 1 && plan.w.sw == 1;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, cols.scalar_type(), "col2im_cuda", [&] {
     with_index_type(std::max(cols.numel(), out.numel()), [&](auto index) {
       using index_t = decltype(index);
-      auto kernel = unit_stride ? col2im_kernel<scalar_t, index_t, true> : col2im_kernel<scalar_t, index_t, false>;
+      // 8 pixels a thread for half types, 4 otherwise (measured on an H100:
+      // 8 beat 4 by 5% in float16, 1 took 2.3x as long as 8).
+      constexpr int kOut = std::max(4, launch::widest<scalar_t>());
+      const int64_t total = plan.N * plan.C * plan.H * ((plan.W + kOut - 1) / kOut);
+      auto kernel = unit_stride ? col2im_kernel<scalar_t, index_t, true, kOut>
+                                : col2im_kernel<scalar_t, index_t, false, kOut>;
       kernel<<<blocks_for(total), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
           cols.const_data_ptr<scalar_t>(), out.data_ptr<scalar_t>(), total, plan.H, plan.W, plan.out_h,
           plan.out_w, plan.w);
