@@ -29,11 +29,15 @@ struct Gemm {
     return wg.unsqueeze(0).expand({nc, G, Og, Kg}).reshape({nc * G, Og, Kg});
   }
 
-  // Images per chunk when `buffers` column buffers are live at once.
-  int64_t chunk(int buffers) const {
-    if (pointwise) return std::max<int64_t>(s.N, 1);
-    const int64_t per_image = s.C * w.kh * w.kw * L * x.element_size() * std::max(buffers, 1);
-    return std::clamp<int64_t>(workspace_limit_bytes() / per_image, 1, std::max<int64_t>(s.N, 1));
+  // Images per chunk when each image holds a column buffer and, for the weight
+  // gradient, its (Og, Kg) products until they are summed. As many as fit:
+  // equal chunks (16 + 16 images rather than 18 + 14) made cuBLAS slower on an H100.
+  int64_t chunk(bool weight_partials) const {
+    const int64_t N = std::max<int64_t>(s.N, 1);
+    if (pointwise && !weight_partials) return N;
+    const int64_t columns = pointwise ? 0 : s.C * w.kh * w.kw * L;
+    const int64_t per_image = (columns + (weight_partials ? G * Og * Kg : 0)) * x.element_size();
+    return std::clamp<int64_t>(workspace_limit_bytes() / per_image, 1, N);
   }
 
   // Columns (nc*G, Kg, L) of images [n0, n0 + nc).
@@ -48,7 +52,7 @@ struct Gemm {
 
 // The forward GEMMs one chunk of the batch after another.
 void forward_serial(const Gemm& p, const FoldKernels& fold, at::Tensor& out) {
-  const int64_t chunk = p.chunk(1), N = p.s.N;
+  const int64_t chunk = p.chunk(false), N = p.s.N;
   const auto weights = p.weight_batch(std::min(chunk, N));
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t nc = std::min(chunk, N - n0);
@@ -108,9 +112,10 @@ Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const a
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = at::empty({s.N, s.C, s.H, s.W}, p.x.options());
   if (output_mask[1]) grad_weight = at::zeros({p.G * p.Og * p.Kg}, p.x.options().dtype(opmath));
-  // The input gradient's and the weight gradient's column buffers are alive
-  // together: each chunk holds half as many images.
-  const int64_t chunk = p.chunk(int(output_mask[0]) + int(output_mask[1]));
+  // A chunk's columns for the weight gradient are freed before the input
+  // gradient's are made (the caching allocators hand the same block back), so
+  // one column buffer is alive at a time.
+  const int64_t chunk = p.chunk(output_mask[1]);
   const auto weights = p.weight_batch(std::min(chunk, s.N));
   for (int64_t n0 = 0; n0 < s.N && (output_mask[0] || output_mask[1]); n0 += chunk) {
     const int64_t nc = std::min(chunk, s.N - n0);

@@ -12,14 +12,15 @@ from conftest import requires_cuda
 
 
 def test_conv2d_chunks_under_the_workspace_limit(monkeypatch):
-    """With a 1 MiB workspace the batch of 5 goes 2 + 2 + 1 images at a time
-    forward and one at a time backward (two column buffers); the results (forward
-    and all gradients) must not change."""
+    """With a 1 MiB workspace the batch of 5 goes 2 + 2 + 1 images at a time,
+    forward and backward (one column buffer and the weight gradient's per-image
+    products); the results (forward and all gradients) must not change."""
     x = torch.randn(5, 16, 20, 20, dtype=torch.float64, requires_grad=True)
     w = torch.randn(8, 16, 3, 3, dtype=torch.float64, requires_grad=True)
     b = torch.randn(8, dtype=torch.float64, requires_grad=True)
     per_image = 16 * 9 * 20 * 20 * 8  # bytes of one image's columns
-    assert 2**20 // per_image == 2 and 2**20 // (2 * per_image) == 1
+    partials = 8 * 16 * 9 * 8  # bytes of one image's weight-gradient products
+    assert 2**20 // per_image == 2 and 2**20 // (per_image + partials) == 2
     monkeypatch.setenv("CUSTOMOPS_CONV2D_WORKSPACE_MIB", "1")
     y = customops.conv2d(x, w, b, padding=1)
     g = torch.randn_like(y)
@@ -44,7 +45,7 @@ def test_conv2d_peak_memory_stays_under_the_cap():
     torch.ops.customops.conv2d_backward(g[:2], x[:2], w, [1, 1], [1, 1], [1, 1], 1, [True, True, False])
     torch.cuda.synchronize()
 
-    slack = 16 * 2**20  # per-chunk weight-gradient partials and allocator rounding
+    slack = 16 * 2**20  # a chunk's float sum of the weight-gradient products and allocator rounding
     base = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
     y = customops.conv2d(x, w, padding=1)
@@ -64,6 +65,31 @@ def test_conv2d_peak_memory_stays_under_the_cap():
     for got, ref in zip((gx, gw), want):  # the weight gradient sums 400K products: compare to its scale
         scale = ref.abs().max()
         torch.testing.assert_close(got.double() / scale, ref / scale, rtol=0, atol=1e-5)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+def test_col2im_on_cuda_in_groups_of_pixels(dtype):
+    """Each CUDA thread sums 4 or 8 neighbouring pixels of a row: widths that end
+    in a partial group, strides and dilations that leave some pixels of a group
+    without a window, a 4500-wide row and columns at an odd address. Against
+    F.fold in float64, and bit-identical run to run."""
+    tol = {torch.float64: 1e-12, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}[dtype]
+    cases = [  # (image, kernel_size, dilation, padding, stride)
+        ((2, 3, 70, 101), (3, 3), (1, 1), (1, 1), (1, 1)),
+        ((1, 4, 45, 99), (3, 5), (2, 1), (2, 3), (2, 3)),
+        ((2, 2, 61, 37), (7, 2), (1, 3), (0, 1), (4, 1)),
+        ((1, 2, 5, 4500), (3, 3), (1, 1), (1, 1), (1, 1)),
+    ]
+    for image, k, d, p, s in cases:
+        args = {"kernel_size": k, "dilation": d, "padding": p, "stride": s}
+        shape = F.unfold(torch.empty(image, device="meta"), **args).shape
+        for offset in (0, 1):
+            cols = torch.randn(shape.numel() + offset, device="cuda", dtype=dtype)[offset:].view(shape)
+            ours = customops.col2im(cols, image[-2:], **args)
+            ref = F.fold(cols.double(), image[-2:], **args)
+            torch.testing.assert_close(ours.double(), ref, rtol=tol, atol=tol * 9)
+            assert torch.equal(ours, customops.col2im(cols, image[-2:], **args))
 
 
 def _devices():
