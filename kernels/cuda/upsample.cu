@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 #include <limits>
 
 namespace customops::cuda {
@@ -122,10 +123,11 @@ __global__ void __launch_bounds__(kThreads) forward_nhwc_kernel(
 // --- backward: gathers, never atomics ---------------------------------------
 //
 // Input pixel (iy, ix) receives sum_a wy(a) sum_b wx(b) g[a][b] over the
-// output rows a and columns b that read it, summed in a fixed order (a, then
-// b, ascending), so results are bit-identical run to run.
+// output rows a and columns b that read it, summed in an order fixed by the
+// sizes (each kernel its own), so results are bit-identical run to run.
 
-// NCHW, at most MAXX readers per input column (more go through a slower
+// NCHW, used where rows are too wide for backward_tile_kernel's shared memory;
+// at most MAXX readers per input column (more go through a slower
 // loop). Each thread owns one input column of a run of consecutive input
 // rows. It walks the output rows that read the run once, in order: blends
 // each row's readers of its column (h = sum_b wx(b) g[b]) and adds wy * h to
@@ -203,6 +205,155 @@ __global__ void __launch_bounds__(kThreads) backward_nchw_kernel(
   }
 }
 
+// One output row's taps, as Axis::taps gives them.
+template <typename opmath_t, typename index_t>
+struct RowTaps {
+  index_t y0, y1;
+  opmath_t w0, w1;
+};
+
+// backward_tile_kernel's shared memory, in 16-byte-aligned parts: the vertical
+// sums (tile_rows x OW), the first output row reading each of the tile's rows
+// (and the rows either side), and the taps of up to table_rows output rows.
+struct TileLayout {
+  int64_t sums, firsts, table, bytes;
+  template <typename opmath_t, typename index_t>
+  static C10_HOST_DEVICE TileLayout of(int64_t tile_rows, int64_t OW, int64_t table_rows) {
+    auto up16 = [](int64_t n) { return (n + 15) / 16 * 16; };
+    TileLayout l{};
+    l.sums = 0;
+    l.firsts = up16(tile_rows * OW * int64_t(sizeof(opmath_t)));
+    l.table = l.firsts + up16((tile_rows + 2) * int64_t(sizeof(index_t)));
+    l.bytes = l.table + table_rows * int64_t(sizeof(RowTaps<opmath_t, index_t>));
+    return l;
+  }
+};
+
+// NCHW, a tile of input rows of one plane a block, in two passes through
+// shared memory. Vertical: each thread walks the output rows that read a run
+// of the tile's input rows, VEC gradient columns at a time (one 16-byte load;
+// 8-byte in half types),
+// with the two-accumulator scheme above, leaving t[iy][ox] = sum_a wy(a) g[a][ox]
+// in shared memory. Horizontal: grad_in[iy][ix] = sum_b wx(b) t[iy][x_lo + b],
+// each thread finding its column's readers once. The rows' taps are computed
+// once a tile, into shared memory. Per gradient element that is a quarter of a
+// load and two FMAs, where backward_nchw_kernel
+// issued two loads and two FMAs and its row bookkeeping for each of the (up
+// to) 4 input columns that read it.
+template <typename scalar_t, typename index_t, int VEC, int MAXX>
+__global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 6 : 5) backward_tile_kernel(
+    const scalar_t* __restrict__ grad, scalar_t* __restrict__ dst, index_t tiles, index_t tile_rows, index_t subrun,
+    index_t table_rows, index_t IH, index_t IW, index_t OH, index_t OW, Axis<at::opmath_type<scalar_t>> ay,
+    Axis<at::opmath_type<scalar_t>> ax) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using P = Pack<scalar_t, VEC>;
+  extern __shared__ __align__(16) unsigned char shared[];
+  const auto layout = TileLayout::of<opmath_t, index_t>(tile_rows, OW, table_rows);
+  opmath_t* t = reinterpret_cast<opmath_t*>(shared + layout.sums);
+  index_t* firsts = reinterpret_cast<index_t*>(shared + layout.firsts);
+  auto* table = reinterpret_cast<RowTaps<opmath_t, index_t>*>(shared + layout.table);
+  const index_t tiles_per_plane = (IH + tile_rows - 1) / tile_rows, groups = OW / VEC;
+  // Horizontal pass: thread (tx, ty) takes columns tx, tx + cols, ... and rows ty, ty + lanes, ...
+  const index_t cols = IW < index_t(blockDim.x) ? IW : index_t(blockDim.x), lanes = blockDim.x / cols;
+  const index_t tx = threadIdx.x % cols, ty = threadIdx.x / cols;
+  for (index_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const index_t plane = tile / tiles_per_plane, iy_a = tile % tiles_per_plane * tile_rows;
+    const index_t iy_b = min(IH, iy_a + tile_rows);
+    // firsts[k]: the first output row whose y0 is at least iy_a - 1 + k.
+    for (index_t k = threadIdx.x; k < iy_b - iy_a + 2; k += blockDim.x) firsts[k] = ay.first_at_least(iy_a - 1 + k);
+    __syncthreads();
+    const index_t oy_lo = firsts[0], tabled = min(table_rows, firsts[iy_b - iy_a + 1] - oy_lo);
+    for (index_t k = threadIdx.x; k < tabled; k += blockDim.x) {
+      RowTaps<opmath_t, index_t> r;
+      ay.taps(oy_lo + k, r.y0, r.y1, r.w0, r.w1);
+      table[k] = r;
+    }
+    __syncthreads();
+    const index_t subruns = (iy_b - iy_a + subrun - 1) / subrun;
+    const scalar_t* g = grad + plane * OH * OW;
+    for (index_t item = threadIdx.x; item < groups * subruns; item += blockDim.x) {
+      const index_t xg = item % groups;
+      const index_t iy_begin = iy_a + item / groups * subrun;
+      const index_t iy_end = min(iy_b, iy_begin + subrun), oy_end = firsts[iy_end - iy_a + 1];
+      opmath_t* trow = t + (iy_begin - iy_a) * OW + xg * VEC;
+      opmath_t acc[VEC], acc_next[VEC];
+#pragma unroll
+      for (int v = 0; v < VEC; ++v) acc[v] = acc_next[v] = opmath_t(0);
+      index_t c = iy_begin;  // the input row `acc` belongs to; `acc_next` is row c + 1's
+      auto finish_row = [&] {
+#pragma unroll
+        for (int v = 0; v < VEC; ++v) {
+          trow[v] = acc[v];
+          acc[v] = acc_next[v];
+          acc_next[v] = opmath_t(0);
+        }
+        trow += OW;
+        ++c;
+      };
+      for (index_t oy0 = firsts[iy_begin - iy_a]; oy0 < oy_end; oy0 += kBatch) {
+        P rows[kBatch];
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          if (oy0 + u < oy_end) rows[u] = *reinterpret_cast<const P*>(g + (oy0 + u) * OW + xg * VEC);
+        }
+#pragma unroll
+        for (int u = 0; u < kBatch; ++u) {
+          const index_t oy = oy0 + u;
+          if (oy >= oy_end) break;
+          RowTaps<opmath_t, index_t> r;
+          if (oy - oy_lo < tabled) {
+            r = table[oy - oy_lo];
+          } else {  // beyond the table (sized on the host, whose rounding may differ)
+            ay.taps(oy, r.y0, r.y1, r.w0, r.w1);
+          }
+          while (c < r.y0) finish_row();  // no later output row reads row c
+          // Branches, not zero weights: 0 * inf would put a NaN in a row that never read it.
+          opmath_t x[VEC];
+#pragma unroll
+          for (int v = 0; v < VEC; ++v) x[v] = static_cast<opmath_t>(rows[u].v[v]);
+          if (r.y0 == c) {
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) acc[v] += r.w0 * x[v];
+            if (r.y1 == c) {
+#pragma unroll
+              for (int v = 0; v < VEC; ++v) acc[v] += r.w1 * x[v];
+            } else {
+#pragma unroll
+              for (int v = 0; v < VEC; ++v) acc_next[v] += r.w1 * x[v];
+            }
+          } else if (r.y1 == c) {  // y0 == c - 1: the row above this run
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) acc[v] += r.w1 * x[v];
+          }
+        }
+      }
+      while (c < iy_end) finish_row();
+    }
+    __syncthreads();
+    if (ty < lanes) {
+      for (index_t ix = tx; ix < IW; ix += cols) {
+        const index_t x_lo = ax.first_at_least(ix - 1);
+        const int nx = static_cast<int>(ax.first_at_least(ix + 1) - x_lo);
+        opmath_t wx[MAXX];
+#pragma unroll
+        for (int b = 0; b < MAXX; ++b) wx[b] = b < nx ? ax.weight(x_lo + b, ix) : opmath_t(0);
+#pragma unroll 4
+        for (index_t r = ty; r < iy_b - iy_a; r += lanes) {
+          const opmath_t* row = t + r * OW + x_lo;
+          opmath_t sum = 0;
+#pragma unroll
+          for (int b = 0; b < MAXX; ++b) {
+            if (b < nx) sum += wx[b] * row[b];
+          }
+          for (int b = MAXX; b < nx; ++b) sum += ax.weight(x_lo + b, ix) * row[b];
+          dst[(plane * IH + iy_a + r) * IW + ix] = static_cast<scalar_t>(sum);
+        }
+      }
+    }
+    __syncthreads();  // before the next tile overwrites the shared memory
+  }
+}
+
 // Any ratio and either layout: each thread finds its own readers. Used for
 // channels_last and for widening by more than about 3x, where an input column
 // has more than 8 readers.
@@ -275,6 +426,17 @@ int64_t max_readers(const Axis<opmath_t>& a) {
   return most;
 }
 
+// Shared memory for backward_tile_kernel's vertical sums of a tile, and the
+// most output rows whose taps it tabulates (a table of up to 12 KiB). 24 KiB
+// of sums beat 16 and 32 on an H100 (8-row tiles re-read too many boundary rows,
+// 32 KiB ones leave too few blocks resident).
+constexpr int64_t kTileBytes = 24 * 1024;
+constexpr int64_t kTileMaxRows = 256;
+constexpr int64_t kTableRows = 384;
+// All of it within the 48 KiB a kernel may use without opting in.
+static_assert(kTileBytes + (kTileMaxRows + 2) * 8 + 2 * 16 + kTableRows * sizeof(RowTaps<double, int64_t>) <=
+              48 * 1024);
+
 // These kernels reach about 1024 resident threads per multiprocessor.
 constexpr int64_t kResidentThreads = 1024;
 
@@ -321,18 +483,46 @@ void backward(const Plan& p) {
   with_index_type(std::max(p.input.numel(), p.output.numel()), [&](auto index) {
     using index_t = decltype(index);
     const int64_t readers = p.channels_last ? 0 : max_readers(ax);
+    const int64_t planes = p.N * p.C;
+    const int64_t tile_rows = std::min<int64_t>({IH, kTileMaxRows, kTileBytes / (OW * int64_t(sizeof(opmath_t)))});
     if (p.channels_last || readers > 8) {
       const int64_t total = p.output.numel();
       auto kernel = p.channels_last ? backward_any_kernel<scalar_t, index_t, true>
                                     : backward_any_kernel<scalar_t, index_t, false>;
       kernel<<<blocks_for(total), kThreads, 0, stream>>>(grad, dst, total, p.C, IH, IW, OH, OW, ay, ax);
-    } else {
-      const int64_t planes = p.N * p.C;
+    } else if (tile_rows >= std::min<int64_t>(IH, 8)) {
+      // 8-byte loads in half types: with 16, the accumulators cost the
+      // occupancy that the launch bounds ask for (measured on an H100).
+      constexpr int kVec = sizeof(scalar_t) == 2 ? 4 : widest<scalar_t>();
+      const bool vec = OW % kVec == 0 && aligned(grad, sizeof(scalar_t) * kVec);
+      // Rows a thread walks in the vertical pass: enough of them that the
+      // loads of a run batch up, few enough that every thread has a run.
+      const int64_t groups = vec ? OW / kVec : OW;
+      const int64_t subrun = std::clamp<int64_t>(tile_rows * groups / kThreads, 2, 8);
+      // Readers beyond MAXX (the columns at the edges) take the kernel's slower loop.
+      auto pick = [&](auto maxx) {
+        constexpr int M = decltype(maxx)::value;
+        return vec ? backward_tile_kernel<scalar_t, index_t, kVec, M> : backward_tile_kernel<scalar_t, index_t, 1, M>;
+      };
+      auto kernel = readers <= 2   ? pick(std::integral_constant<int, 2>{})
+                    : readers <= 4 ? pick(std::integral_constant<int, 4>{})
+                                   : pick(std::integral_constant<int, 8>{});
+      const int64_t tiles = planes * ((IH + tile_rows - 1) / tile_rows);
+      // Output rows reading a tile, at most (any beyond work out their taps
+      // themselves): 4 spare for rounding that differs from the device's.
+      int64_t table_rows = 0;
+      for (int64_t iy = 0; iy < IH; iy += tile_rows) {
+        table_rows = std::max(table_rows, ay.first_at_least(std::min(IH, iy + tile_rows)) - ay.first_at_least(iy - 1));
+      }
+      table_rows = std::min<int64_t>(table_rows + 4, kTableRows);
+      const auto layout = TileLayout::of<opmath_t, index_t>(tile_rows, OW, table_rows);
+      kernel<<<unsigned(std::min<int64_t>(tiles, int64_t(1) << 30)), kThreads, size_t(layout.bytes), stream>>>(
+          grad, dst, tiles, tile_rows, subrun, table_rows, IH, IW, OH, OW, ay, ax);
+    } else {  // rows too wide for a tile of 8 in shared memory
       // A thread's set-up (finding its column's readers) costs about as much
       // as a dozen rows: long runs amortise it.
       const int64_t rows = rows_per_thread(planes * IW, IH, 32, kResidentThreads);
       const int64_t runs = (IH + rows - 1) / rows, total = planes * runs * IW;
-      // Readers beyond MAXX (the columns at the edges) take the kernel's slower loop.
       auto kernel = readers <= 2   ? backward_nchw_kernel<scalar_t, index_t, 2>
                     : readers <= 4 ? backward_nchw_kernel<scalar_t, index_t, 4>
                                    : backward_nchw_kernel<scalar_t, index_t, 8>;
