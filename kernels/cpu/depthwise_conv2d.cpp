@@ -1,5 +1,6 @@
 // depthwise_conv2d on CPU: direct kernels over one (image, input channel) plane
-// per task. Each task copies its plane once into a zero-padded buffer in
+// per task. (The forward with channel multiplier 1 and enough channels runs
+// blocked over channels instead: depthwise_conv2d_blocked.cpp.) Each task copies its plane once into a zero-padded buffer in
 // opmath, so the inner loops need no bounds checks and, with unit stride along
 // rows, run on whole vectors (at::vec).
 //
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "kernels/conv2d.h"
+#include "kernels/cpu/depthwise_conv2d_blocked.h"
 #include "kernels/cpu/parallel.h"
 
 namespace customops::cpu::CPU_CAPABILITY {
@@ -401,6 +403,10 @@ at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, c
   auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
   const auto& s = p.s;
   const auto& w = p.w;
+  if (depthwise_blocked_applies(p)) {
+    depthwise_forward_blocked(p);
+    return conv::unbatch(p.out, s);
+  }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "depthwise_conv2d_cpu", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     const auto e = padded_extent<opmath_t>(s.out_h, s.out_w, w);

@@ -127,6 +127,40 @@ def test_depthwise_weight_gradient_ignores_pixels_its_tap_never_reads(device):
     torch.testing.assert_close(ours, theirs, equal_nan=True)
 
 
+# (N, C, H, W, kh, kw, stride, padding, dilation): every C fills at least 3/4 of
+# its vectors' lanes in float (8 lanes on AVX2) and double (4), so the CPU
+# forward runs blocked over channels (kernels/cpu/depthwise_conv2d_blocked.cpp).
+_CHANNEL_BLOCKS = [
+    (2, 20, 9, 13, 3, 3, 1, 1, 1),  # last channel block half empty in float
+    (1, 16, 56, 56, 7, 7, 1, 3, 1),  # the benchmark's shape, fewer channels
+    (1, 24, 11, 17, 3, 5, (2, 3), (1, 2), (2, 1)),  # strided, dilated, asymmetric
+    (1, 8, 5, 4, 7, 7, 1, 5, 1),  # padding wider than the image
+    (3, 64, 1, 1, 1, 1, 1, 0, 1),  # 1x1 images
+    (1, 30, 7, 33, 3, 3, 1, 0, 3),  # one output row; unread input rows
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "noncontiguous"])
+@pytest.mark.parametrize("case", _CHANNEL_BLOCKS, ids=lambda c: "x".join(map(str, c[:6])))
+def test_depthwise_cpu_forward_in_channel_blocks(case, layout, dtype):
+    """The CPU forward blocked over channels (a vector holds one pixel of several
+    channels) against ATen: partly empty channel blocks, rows that end inside a block
+    of pixels, strides, dilations, wide padding, 1x1 images, any layout."""
+    n, c, h, w_, kh, kw, stride, padding, dilation = case
+    x = torch.randn(n, c, h, w_ * 2 if layout == "noncontiguous" else w_, dtype=dtype)
+    if layout == "noncontiguous":
+        x = x[..., ::2]
+    elif layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    w = torch.randn(c, 1, kh, kw, dtype=dtype)
+    b = torch.randn(c, dtype=dtype)
+    y = customops.depthwise_conv2d(x, w, b, stride, padding, dilation)
+    expected = F.conv2d(x.double(), w.double(), b.double(), stride, padding, dilation, c).to(dtype)
+    tol = {torch.float32: 1e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2}[dtype]
+    torch.testing.assert_close(y, expected, rtol=tol, atol=tol)
+
+
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
 def test_depthwise_large_kernels_on_cuda(dtype):
