@@ -1,8 +1,9 @@
 // depthwise_conv2d on CPU: direct kernels over one (image, input channel) plane
 // per task. (The forward with channel multiplier 1 and enough channels runs
-// blocked over channels instead: depthwise_conv2d_blocked.cpp.) Each task copies its plane once into a zero-padded buffer in
-// opmath, so the inner loops need no bounds checks and, with unit stride along
-// rows, run on whole vectors (at::vec).
+// blocked over channels instead: depthwise_conv2d_blocked.cpp.) Each task
+// copies its plane once into a zero-padded buffer in opmath, so the inner loops
+// need no bounds checks and, with unit stride along rows, run on whole vectors
+// (at::vec).
 //
 // Forward and input gradient are one correlation kernel: at unit stride the
 // input gradient is the correlation of the zero-padded output gradient with the
