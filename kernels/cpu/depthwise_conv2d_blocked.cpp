@@ -157,19 +157,22 @@ void forward(const conv::DepthwisePlan& p) {
   });
 }
 
-} // namespace
-
-bool depthwise_blocked_applies(const conv::DepthwisePlan& p) {
-  const bool is_double = p.x.scalar_type() == at::kDouble;
-  const int64_t V = is_double ? Vec<double>::size() : Vec<float>::size();
-  const int64_t P = is_double ? kPixels<double> : kPixels<float>;
-  const int64_t bytes_per_value = is_double ? 8 : 4;
+template <typename opmath_t>
+bool applies(const conv::DepthwisePlan& p) {
+  constexpr int64_t V = Vec<opmath_t>::size();
   const int64_t blocks = (p.s.C + V - 1) / V;
   if (p.m != 1 || 4 * p.s.C < 3 * blocks * V) return false;  // most lanes would idle
   // A task's buffer holds V padded planes; past 16 MiB (images of about 700x700
   // pixels) the row kernel, which holds one plane, is used instead.
-  const auto e = extent_of(p, P);
-  return e.rows * e.cols * V * bytes_per_value <= (int64_t{16} << 20);
+  const auto e = extent_of(p, kPixels<opmath_t>);
+  return e.rows * e.cols * V * int64_t(sizeof(opmath_t)) <= (int64_t{16} << 20);
+}
+
+} // namespace
+
+bool depthwise_blocked_applies(const conv::DepthwisePlan& p) {
+  // Half types compute in float, as forward's opmath_type does.
+  return p.x.scalar_type() == at::kDouble ? applies<double>(p) : applies<float>(p);
 }
 
 void depthwise_forward_blocked(const conv::DepthwisePlan& p) {

@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <type_traits>
 #include <limits>
+#include <type_traits>
 
 namespace customops::cuda {
 namespace {
@@ -232,14 +232,13 @@ struct TileLayout {
 // NCHW, a tile of input rows of one plane a block, in two passes through
 // shared memory. Vertical: each thread walks the output rows that read a run
 // of the tile's input rows, VEC gradient columns at a time (one 16-byte load;
-// 8-byte in half types),
-// with the two-accumulator scheme above, leaving t[iy][ox] = sum_a wy(a) g[a][ox]
-// in shared memory. Horizontal: grad_in[iy][ix] = sum_b wx(b) t[iy][x_lo + b],
-// each thread finding its column's readers once. The rows' taps are computed
-// once a tile, into shared memory. Per gradient element that is a quarter of a
-// load and two FMAs, where backward_nchw_kernel
-// issued two loads and two FMAs and its row bookkeeping for each of the (up
-// to) 4 input columns that read it.
+// 8-byte in half types), with the two-accumulator scheme above, leaving
+// t[iy][ox] = sum_a wy(a) g[a][ox] in shared memory. Horizontal:
+// grad_in[iy][ix] = sum_b wx(b) t[iy][x_lo + b], each thread finding its
+// column's readers once. The rows' taps are computed once a tile, into shared
+// memory. Per gradient element that is a quarter of a load and two FMAs, where
+// backward_nchw_kernel issued two loads and two FMAs and its row bookkeeping
+// for each of the (up to) 4 input columns that read it.
 template <typename scalar_t, typename index_t, int VEC, int MAXX>
 __global__ void __launch_bounds__(kThreads, sizeof(scalar_t) == 2 ? 6 : 5) backward_tile_kernel(
     const scalar_t* __restrict__ grad, scalar_t* __restrict__ dst, index_t tiles, index_t tile_rows, index_t subrun,
