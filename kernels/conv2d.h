@@ -129,18 +129,31 @@ Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const a
                     const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                     at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask);
 
+// The memory format of a convolution's output and input gradient, as in
+// PyTorch: channels_last when a batched input's strides are channels_last
+// (also a permuted NHWC tensor, as ConvNeXt's blocks hand on), else
+// contiguous. The Meta kernels use it too, so fake tensors get real strides.
+inline at::MemoryFormat result_format(const at::Tensor& input) {
+  return input.dim() == 4 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast
+             ? at::MemoryFormat::ChannelsLast
+             : at::MemoryFormat::Contiguous;
+}
+
 // What the depthwise kernels of every device need once the arguments are
-// checked: contiguous 4-D input, (O, kh*kw) weights, output allocated.
+// checked: a 4-D input dense in the result format (NCHW, or NHWC in memory when
+// channels_last), (O, kh*kw) contiguous weights, the output allocated in the
+// same format. The kernels run natively in either layout: none is converted.
 struct DepthwisePlan {
   Shape<int64_t> s;
   fold::Window w;
   int64_t m;  // channel multiplier: output channel o reads input channel o / m
   at::Tensor x, weight, bias, out;  // bias may be undefined
+  bool channels_last;  // x, out (and a backward plan's gout) are NHWC in memory
 };
 DepthwisePlan depthwise_plan(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                              at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation);
 
-// The same for the backward op: gout contiguous 4-D, out unused.
+// The same for the backward op: gout 4-D, dense in the plan's format; out unused.
 struct DepthwiseBackwardPlan {
   DepthwisePlan p;
   at::Tensor gout;

@@ -96,7 +96,9 @@ at::Tensor gemm_forward(const FoldKernels& fold, const at::Tensor& input, const 
   if (bias.has_value() && bias->defined()) {
     out.add_(bias->view({1, s.O, 1, 1}));
   }
-  return s.batched ? out : out.squeeze(0);
+  // The GEMMs write NCHW; a channels_last input gets a channels_last result
+  // (PyTorch's rule) through one conversion, until an NHWC-native path exists.
+  return s.batched ? out.contiguous(result_format(input)) : out.squeeze(0);
 }
 
 
@@ -137,7 +139,7 @@ Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const a
       }
     }
   }
-  if (output_mask[0] && !s.batched) grad_input = grad_input.squeeze(0);
+  if (output_mask[0]) grad_input = s.batched ? grad_input.contiguous(result_format(input)) : grad_input.squeeze(0);
   if (output_mask[1]) grad_weight = grad_weight.view(weight.sizes()).to(weight.scalar_type());
   if (output_mask[2]) grad_bias = gout.sum({0, 2, 3});
   return {grad_input, grad_weight, grad_bias};

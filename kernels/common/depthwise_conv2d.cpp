@@ -10,11 +10,13 @@ DepthwisePlan make_plan(const char* op, const at::Tensor& input, const at::Tenso
                         at::IntArrayRef dilation, bool allocate) {
   fold::Window w{};
   const auto s = check<int64_t>(op, true, input, weight, bias, stride, padding, dilation, 1, &w);
-  auto x = (s.batched ? input : input.unsqueeze(0)).contiguous();
+  const auto format = result_format(input);
+  auto x = (s.batched ? input : input.unsqueeze(0)).contiguous(format);
   auto wt = weight.contiguous().view({s.O, w.kh * w.kw});
   at::Tensor b = bias.has_value() && bias->defined() ? bias->contiguous() : at::Tensor();
-  at::Tensor out = allocate ? at::empty({s.N, s.O, s.out_h, s.out_w}, x.options()) : at::Tensor();
-  return {s, w, s.O / s.C, x, wt, b, out};
+  at::Tensor out =
+      allocate ? at::empty({s.N, s.O, s.out_h, s.out_w}, x.options().memory_format(format)) : at::Tensor();
+  return {s, w, s.O / s.C, x, wt, b, out, format == at::MemoryFormat::ChannelsLast};
 }
 
 } // namespace
@@ -30,7 +32,8 @@ DepthwiseBackwardPlan depthwise_backward_plan(const at::Tensor& grad_out, const 
   const char* op = "depthwise_conv2d_backward";
   auto p = make_plan(op, input, weight, std::nullopt, stride, padding, dilation, false);
   check_grad_out(op, grad_out, input, p.s);
-  auto gout = (p.s.batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  const auto format = p.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  auto gout = (p.s.batched ? grad_out : grad_out.unsqueeze(0)).contiguous(format);
   return {std::move(p), std::move(gout)};
 }
 

@@ -402,6 +402,10 @@ void input_grad_gather(const scalar_t* g, const scalar_t* wt, const conv::Depthw
 at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
   auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
+  if (p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
+    auto r = depthwise_conv2d(input.contiguous(), weight, bias, stride, padding, dilation);
+    return p.out.copy_(r);
+  }
   const auto& s = p.s;
   const auto& w = p.w;
   if (depthwise_blocked_applies(p)) {
@@ -438,6 +442,11 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
                                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                       std::array<bool, 3> output_mask) {
   const auto bp = conv::depthwise_backward_plan(grad_out, input, weight, stride, padding, dilation);
+  if (bp.p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
+    auto [gi, gw, gb] = depthwise_conv2d_backward(grad_out.contiguous(), input.contiguous(), weight, stride,
+                                                  padding, dilation, output_mask);
+    return {gi.defined() ? gi.contiguous(at::MemoryFormat::ChannelsLast) : gi, gw, gb};
+  }
   const auto& p = bp.p;
   const auto& s = p.s;
   const auto& w = p.w;

@@ -556,6 +556,10 @@ at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, c
   conv::check_devices("depthwise_conv2d", input, weight, bias);
   const c10::cuda::CUDAGuard guard(input.device());
   auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
+  if (p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
+    auto r = depthwise_conv2d(input.contiguous(), weight, bias, stride, padding, dilation);
+    return p.out.copy_(r);
+  }
   const Corr c = forward_corr(p);
   if (p.out.numel() == 0) return conv::unbatch(p.out, p.s);
   const auto stream = at::cuda::getCurrentCUDAStream();
@@ -580,6 +584,11 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
   conv::check_devices("depthwise_conv2d_backward", input, weight, std::nullopt, grad_out);
   const c10::cuda::CUDAGuard guard(input.device());
   const auto bp = conv::depthwise_backward_plan(grad_out, input, weight, stride, padding, dilation);
+  if (bp.p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
+    auto [gi, gw, gb] = depthwise_conv2d_backward(grad_out.contiguous(), input.contiguous(), weight, stride,
+                                                  padding, dilation, output_mask);
+    return {gi.defined() ? gi.contiguous(at::MemoryFormat::ChannelsLast) : gi, gw, gb};
+  }
   const auto& p = bp.p;
   const Corr fwd = forward_corr(p);
   const auto stream = at::cuda::getCurrentCUDAStream();

@@ -12,7 +12,9 @@ at::Tensor forward(const char* op, bool depthwise, const at::Tensor& input, cons
                    at::IntArrayRef dilation, int64_t groups) {
   fold::Window w{};
   const auto s = conv::check<c10::SymInt>(op, depthwise, input, weight, bias, stride, padding, dilation, groups, &w);
-  if (s.batched) return at::empty_symint({s.N, s.O, s.out_h, s.out_w}, input.options());
+  if (s.batched) {
+    return at::empty_symint({s.N, s.O, s.out_h, s.out_w}, input.options().memory_format(conv::result_format(input)));
+  }
   return at::empty_symint({s.O, s.out_h, s.out_w}, input.options());
 }
 
@@ -24,7 +26,8 @@ conv::Grads backward(const char* op, bool depthwise, const at::Tensor& grad_out,
       conv::check<c10::SymInt>(op, depthwise, input, weight, std::nullopt, stride, padding, dilation, groups, &w);
   conv::check_grad_out(op, grad_out, input, s);
   const auto options = input.options();
-  return {output_mask[0] ? at::empty_symint(input.sym_sizes(), options) : at::Tensor(),
+  return {output_mask[0] ? at::empty_symint(input.sym_sizes(), options.memory_format(conv::result_format(input)))
+                         : at::Tensor(),
           output_mask[1] ? at::empty_symint(weight.sym_sizes(), options) : at::Tensor(),
           output_mask[2] ? at::empty_symint({s.O}, options) : at::Tensor()};
 }
