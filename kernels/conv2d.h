@@ -132,9 +132,12 @@ Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const a
 // The memory format of a convolution's output and input gradient, as in
 // PyTorch: channels_last when a batched input's strides are channels_last
 // (also a permuted NHWC tensor, as ConvNeXt's blocks hand on), else
-// contiguous. The Meta kernels use it too, so fake tensors get real strides.
+// contiguous. A tensor that is both (C == 1, or H == W == 1: one memory
+// order) counts as contiguous. The Meta kernels use it too, so fake tensors
+// get the real strides.
 inline at::MemoryFormat result_format(const at::Tensor& input) {
-  return input.dim() == 4 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast
+  return input.dim() == 4 && input.suggest_memory_format() == at::MemoryFormat::ChannelsLast &&
+                 !input.is_contiguous()
              ? at::MemoryFormat::ChannelsLast
              : at::MemoryFormat::Contiguous;
 }

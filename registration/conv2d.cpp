@@ -8,6 +8,7 @@
 
 #include "kernels/conv2d.h"
 #include "ops/src/conv_ops.h"
+#include "registration/autocast.h"
 
 namespace customops {
 namespace {
@@ -181,6 +182,30 @@ detail::Grads depthwise_backward_autograd(const at::Tensor& g, const at::Tensor&
   return ConvBackwardFunction<DepthwiseOps>::apply(g, x, w, s, p, d, 1, mask);
 }
 
+// Autocast: both convolutions run in the autocast dtype, as aten::conv2d does.
+// Their backward ops pass through: autograd hands them the dtypes the forward
+// ran in.
+template <c10::DeviceType device>
+at::Tensor conv2d_autocast(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                           at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups) {
+  const autocast::LowerPrecision<device> lp;
+  return Conv2dOps::forward(lp.cast(x), lp.cast(w), lp.cast(b), s, p, d, groups);
+}
+
+template <c10::DeviceType device>
+at::Tensor depthwise_autocast(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                              at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d) {
+  const autocast::LowerPrecision<device> lp;
+  return DepthwiseOps::forward(lp.cast(x), lp.cast(w), lp.cast(b), s, p, d, 1);
+}
+
+template <c10::DeviceType device>
+void register_autocast(torch::Library& m) {
+  m.impl("conv2d", &conv2d_autocast<device>);
+  m.impl("depthwise_conv2d", &depthwise_autocast<device>);
+  autocast::keep_input_dtype(m, {"conv2d_backward", "depthwise_conv2d_backward"});
+}
+
 } // namespace
 } // namespace customops
 
@@ -213,3 +238,5 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("depthwise_conv2d", &customops::depthwise_autograd);
   m.impl("depthwise_conv2d_backward", &customops::depthwise_backward_autograd);
 }
+
+CUSTOMOPS_AUTOCAST_IMPL(customops::register_autocast)

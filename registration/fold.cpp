@@ -8,6 +8,7 @@
 
 #include "kernels/fold.h"
 #include "ops/src/fold_ops.h"
+#include "registration/autocast.h"
 
 namespace customops {
 namespace {
@@ -103,3 +104,6 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("col2im", &customops::fold_autograd);
   m.impl("im2col_backward", &customops::fold_autograd);
 }
+
+// Autocast: im2col and col2im run in their input's dtype, as F.unfold and F.fold do.
+CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("im2col", "im2col_backward", "col2im", "col2im_backward")

@@ -7,6 +7,7 @@
 #include <customops/quick_gelu.h>
 
 #include "kernels/quick_gelu.h"
+#include "registration/autocast.h"
 
 namespace customops {
 namespace {
@@ -88,3 +89,6 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("quick_gelu", &customops::quick_gelu_autograd);
   m.impl("quick_gelu_backward", &customops::quick_gelu_backward_autograd);
 }
+
+// Autocast: quick_gelu runs in its input's dtype, as PyTorch's activations do.
+CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("quick_gelu", "quick_gelu_backward")

@@ -7,6 +7,7 @@
 
 #include "kernels/upsample.h"
 #include "ops/src/upsample_ops.h"
+#include "registration/autocast.h"
 
 namespace customops {
 namespace {
@@ -92,3 +93,6 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("upsample_bilinear2d", &customops::resize_autograd);
   m.impl("upsample_bilinear2d_backward", &customops::resize_backward_autograd);
 }
+
+// Autocast: upsample_bilinear2d runs in its input's dtype, as F.interpolate does.
+CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("upsample_bilinear2d", "upsample_bilinear2d_backward")

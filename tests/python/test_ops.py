@@ -60,27 +60,97 @@ def _overlapping(sample: SampleInput) -> bool:
     return any(st == 0 and sz > 1 for t in sample.tensors() for st, sz in zip(t.stride(), t.shape))
 
 
+def _strictly_channels_last(t: torch.Tensor) -> bool:
+    """Channels_last strides that contiguous ones do not also describe."""
+    return t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+
+
+def _check_memory_format(op: OpInfo, sample: SampleInput, out: torch.Tensor, what: str) -> None:
+    x = sample.tensors()[0]
+    if op.keeps_memory_format and _strictly_channels_last(x) and out.dim() == 4 and out.numel() > 0:
+        assert out.is_contiguous(memory_format=torch.channels_last), f"{sample.name}: {what} is not channels_last"
+
+
+def _check_against_reference(op: OpInfo, sample: SampleInput, ref_sample: SampleInput, out: torch.Tensor,
+                             tolerance_dtype: torch.dtype) -> None:
+    """out and the gradients of sample's inputs against the float64 reference
+    evaluated on ref_sample; each gradient has its input's dtype."""
+    rtol, atol = op.tolerances[tolerance_dtype]
+    expected = op.ref(*ref_sample.args, **ref_sample.kwargs)
+    torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol, msg=lambda m: f"{sample.name}: {m}")
+    _check_memory_format(op, sample, out, "the output")
+    inputs = _grad_inputs(sample)
+    if not inputs or out.numel() == 0:
+        return
+    grad = torch.randn_like(out)  # in the output's layout, as the next layer's gradient would be
+    grads = torch.autograd.grad(out, inputs, grad)
+    ref_grads = torch.autograd.grad(expected, _grad_inputs(ref_sample), grad.double())
+    for t, g, rg in zip(inputs, grads, ref_grads):
+        assert g.dtype == t.dtype, f"{sample.name}: a {t.dtype} input got a {g.dtype} gradient"
+        torch.testing.assert_close(g.double(), rg, rtol=rtol, atol=atol,
+                                   msg=lambda m: f"{sample.name} (gradient): {m}")
+    _check_memory_format(op, sample, grads[0], "the input's gradient")
+
+
 @pytest.mark.parametrize("op,device,dtype", list(op_device_dtype_params()))
 def test_matches_reference(op: OpInfo, device, dtype):
-    """Forward and gradients against the plain-PyTorch reference in float64."""
-    rtol, atol = op.tolerances[dtype]
+    """Forward and gradients against the plain-PyTorch reference in float64;
+    channels_last results where PyTorch's counterpart keeps the layout."""
     for sample in op.sample_inputs(device, dtype, True):
-        ref_sample = _to_reference(sample)
         out = call(op, sample)
-        expected = op.ref(*ref_sample.args, **ref_sample.kwargs)
         assert out.dtype == dtype and out.device.type == device, sample.name
-        torch.testing.assert_close(out.double(), expected, rtol=rtol, atol=atol, msg=lambda m: f"{sample.name}: {m}")
+        _check_against_reference(op, sample, _to_reference(sample), out, dtype)
 
-        inputs = _grad_inputs(sample)
-        if not inputs or out.numel() == 0:
-            continue
-        grad = torch.randn(out.shape, device=device, dtype=dtype)
-        grads = torch.autograd.grad(out, inputs, grad)
-        ref_grads = torch.autograd.grad(expected, _grad_inputs(ref_sample), grad.double())
-        for g, rg in zip(grads, ref_grads):
-            assert g.dtype == dtype
-            torch.testing.assert_close(g.double(), rg, rtol=rtol, atol=atol,
-                                       msg=lambda m: f"{sample.name} (gradient): {m}")
+
+def autocast_params():
+    for op in OP_DB:
+        for device, low in (("cpu", torch.bfloat16), ("cuda", torch.float16), ("cuda", torch.bfloat16)):
+            marks = [requires_cuda] if device == "cuda" else []
+            yield pytest.param(op, device, low, marks=marks, id=f"{op}-{device}-{_dtype_name(low)}")
+
+
+def _autocast_samples(op: OpInfo, device, low):
+    float_samples = [s for s in op.sample_inputs(device, torch.float32, True) if "channels_last" in s.name]
+    return [*op.autocast_samples(device, low, True), *float_samples[:2]]
+
+
+def _as_autocast_casts(op: OpInfo, sample: SampleInput, low) -> SampleInput:
+    """The float64 reference inputs: the values the op sees under autocast."""
+
+    def cast(a):
+        if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
+            return a
+        seen = a.detach().to(low) if op.autocast == "lower_precision" and a.dtype != torch.float64 else a.detach()
+        return seen.to(torch.float64).requires_grad_(a.requires_grad)
+
+    return SampleInput(tuple(cast(a) for a in sample.args), {k: cast(v) for k, v in sample.kwargs.items()},
+                       sample.name)
+
+
+@pytest.mark.parametrize("op,device,low", list(autocast_params()))
+def test_autocast(op: OpInfo, device, low):
+    """Under torch.autocast the op runs in the dtype its PyTorch counterpart
+    would (the autocast dtype, or its first input's), matches the reference on
+    the values it sees, gives each input a gradient of that input's dtype
+    (float32 parameters get float32 gradients), and compiles to the same."""
+    samples = _autocast_samples(op, device, low)
+    assert samples
+    for sample in samples:
+        with torch.autocast(device, dtype=low):
+            out = call(op, sample)
+        first = sample.tensors()[0]
+        want = low if op.autocast == "lower_precision" else first.dtype
+        assert out.dtype == want, f"{sample.name}: ran in {out.dtype}, expected {want}"
+        compute = low if op.autocast == "lower_precision" else first.dtype
+        _check_against_reference(op, sample, _as_autocast_casts(op, sample, low), out, compute)
+
+    sample = next(s for s in samples if all(t.numel() > 0 for t in s.tensors()))
+    torch._dynamo.reset()
+    compiled = torch.compile(functools.partial(op.op, **sample.kwargs), fullgraph=True)
+    with torch.autocast(device, dtype=low):
+        eager, got = op.op(*sample.args, **sample.kwargs), compiled(*sample.args)
+    assert got.dtype == eager.dtype
+    torch.testing.assert_close(got, eager, msg=lambda m: f"{sample.name} (compiled): {m}")
 
 
 @pytest.mark.parametrize("op,device", list(op_device_params()))

@@ -20,7 +20,8 @@ def test_every_registered_op_is_in_the_table():
 
 @pytest.mark.parametrize("name", registered_ops())
 def test_kernels_for_every_key(name):
-    keys = ["CPU", "Meta", "Autograd"]
+    # Each op states its autocast policy (registration/autocast.h), also where it is a pass-through.
+    keys = ["CPU", "Meta", "Autograd", "AutocastCPU", "AutocastCUDA"]
     if customops.build_info().get("cuda"):
         keys.append("CUDA")
     for key in keys:
