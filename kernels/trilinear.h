@@ -4,11 +4,14 @@
 // Coordinates outside [-1, 1] use the same formula (extrapolation).
 #pragma once
 
+#include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
+#include <c10/util/Exception.h>
 
 #include <array>
 #include <tuple>
+#include <type_traits>
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
@@ -43,21 +46,55 @@ struct Corners {
 
 using Grads = std::tuple<at::Tensor, at::Tensor>;
 
-// Checks shared by every backend (feats (N, 8, F), points (N, 3), one dtype
-// and device); grad_out, when given, must be (N, F).
+// Dtypes. feats and points may have different floating dtypes. The output,
+// grad_out and grad_feats have feats' dtype: feats are the values being
+// interpolated and the bulk of the memory traffic. Everything is computed in
+// opmath of feats' dtype (float for half types, else feats' own dtype), so
+// double points with float feats compute in float. Points are never rounded
+// to a half type: a half coordinate keeps ~3 digits, which visibly moves the
+// weights. grad_points has points' dtype.
+
+// Checks shared by every backend (feats (N, 8, F), points (N, 3), floating,
+// one device); grad_out, when given, must be (N, F) of feats' dtype.
 void check(const char* op, const at::Tensor& feats, const at::Tensor& points);
 void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats);
 
 // What a CPU or CUDA kernel needs once the arguments are checked: contiguous
 // inputs and the results allocated (only those output_mask asks for).
+// points (and grad_points) hold either feats' dtype, the same-dtype case
+// read as is, or opmath of feats' dtype: a points tensor of any other dtype
+// is converted (N x 3 values, small next to feats' N x 8 x F), so the kernels
+// read points as scalar_t or opmath_t only (see with_point_type).
 struct Plan {
   at::Tensor grad, feats, points;    // grad only for the backward
   at::Tensor out, grad_feats, grad_points;
   int64_t N, F;
+  at::ScalarType points_dtype;       // the caller's, which grad_points must have
+
+  // (grad_feats, grad_points), grad_points in the caller's points dtype.
+  Grads result() const;
 };
 Plan plan_forward(const at::Tensor& feats, const at::Tensor& points);
 Plan plan_backward(const at::Tensor& grad_out, const at::Tensor& feats, const at::Tensor& points,
                    std::array<bool, 2> output_mask);
+
+// Calls fn(point_t{}) with the type the kernels read the plan's points as:
+// scalar_t (feats' type) when points have feats' dtype, else opmath_t. For
+// float and double feats both are one type, so only half types get a second
+// instantiation, and the same-dtype kernels are the ones there were before.
+template <typename scalar_t, typename Fn>
+void with_point_type(const at::Tensor& points, const Fn& fn) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  if constexpr (std::is_same_v<scalar_t, opmath_t>) {
+    TORCH_INTERNAL_ASSERT(points.scalar_type() == c10::CppTypeToScalarType<scalar_t>::value);
+    fn(scalar_t{});
+  } else if (points.scalar_type() == c10::CppTypeToScalarType<scalar_t>::value) {
+    fn(scalar_t{});
+  } else {
+    TORCH_INTERNAL_ASSERT(points.scalar_type() == c10::CppTypeToScalarType<opmath_t>::value);
+    fn(opmath_t{});
+  }
+}
 
 } // namespace trilinear
 

@@ -1,10 +1,12 @@
 // Kernels of trilinear_interpolation for every dispatch key, and its autograd.
 #include <ATen/ATen.h>
+#include <ATen/OpMathType.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
 #include "kernels/trilinear.h"
 #include "ops/src/trilinear_ops.h"
+#include "registration/autocast.h"
 
 namespace customops {
 namespace {
@@ -67,6 +69,12 @@ CornerTerms corner_terms(const at::Tensor& points) {
 //   d g      = sum_k w_k A_k + sum_k c_k feats_k,  c_k = sum_d B_d J_kd
 //   d feats  = c_k g
 //   d points = sum_k J_ke (A_k . g) + sum_{k,d} B_d H_kde s_k
+// With mixed dtypes the corner terms are computed in the kernels' compute
+// dtype (opmath of feats' dtype, never a half type for the coordinates); the
+// (N, 8) terms meet feats-sized tensors in feats' dtype and the (N, 8)
+// reductions of feats-sized tensors meet the corner terms in the compute
+// dtype, so nothing of feats' size is converted. With one dtype every cast
+// below is a no-op.
 class TrilinearBackwardFunction : public torch::autograd::Function<TrilinearBackwardFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& feats,
@@ -91,22 +99,27 @@ class TrilinearBackwardFunction : public torch::autograd::Function<TrilinearBack
       if (mask[k]) upstream[k] = grads[next++];
     }
     const auto &A = upstream[0], &B = upstream[1];
-    const auto terms = corner_terms(points);
+    const auto fdt = feats.scalar_type();
+    const auto cdt = fdt == points.scalar_type() ? fdt : at::toOpMathType(fdt);
+    const auto terms = corner_terms(points.to(cdt));
     at::Tensor c;  // (N, 8)
-    if (B.defined()) c = at::einsum("nd,nkd->nk", {B, terms.first});
+    if (B.defined()) c = at::einsum("nd,nkd->nk", {B.to(cdt), terms.first});
     at::Tensor dg, dfeats, dpoints;
     auto add = [](at::Tensor& acc, const at::Tensor& term) { acc = acc.defined() ? acc + term : term; };
     if (ctx->needs_input_grad(0)) {
-      if (A.defined()) add(dg, at::einsum("nk,nkf->nf", {terms.w, A}));
-      if (c.defined()) add(dg, at::einsum("nk,nkf->nf", {c, feats}));
+      if (A.defined()) add(dg, at::einsum("nk,nkf->nf", {terms.w.to(fdt), A}));
+      if (c.defined()) add(dg, at::einsum("nk,nkf->nf", {c.to(fdt), feats}));
     }
-    if (ctx->needs_input_grad(1) && c.defined()) dfeats = c.unsqueeze(2) * g.unsqueeze(1);
+    if (ctx->needs_input_grad(1) && c.defined()) dfeats = c.to(fdt).unsqueeze(2) * g.unsqueeze(1);
     if (ctx->needs_input_grad(2)) {
-      if (A.defined()) add(dpoints, at::einsum("nke,nk->ne", {terms.first, at::einsum("nkf,nf->nk", {A, g})}));
-      if (B.defined()) {
-        const auto s = at::einsum("nkf,nf->nk", {feats, g});
-        add(dpoints, at::einsum("nkde,nd,nk->ne", {terms.second, B, s}));
+      if (A.defined()) {
+        add(dpoints, at::einsum("nke,nk->ne", {terms.first, at::einsum("nkf,nf->nk", {A, g}).to(cdt)}));
       }
+      if (B.defined()) {
+        const auto s = at::einsum("nkf,nf->nk", {feats, g}).to(cdt);
+        add(dpoints, at::einsum("nkde,nd,nk->ne", {terms.second, B.to(cdt), s}));
+      }
+      if (dpoints.defined()) dpoints = dpoints.to(points.scalar_type());
     }
     return {dg, dfeats, dpoints, {}};
   }
@@ -159,3 +172,9 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("trilinear_interpolation", &customops::trilinear_autograd);
   m.impl("trilinear_interpolation_backward", &customops::trilinear_backward_autograd);
 }
+
+// Autocast: no cast. The op takes feats and points of any floating dtypes and
+// runs in feats' (kernels/trilinear.h), so AMP's low-precision feats from a
+// Linear meet float32 points as they are, and the coordinates keep their
+// precision.
+CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("trilinear_interpolation", "trilinear_interpolation_backward")

@@ -1,5 +1,6 @@
 #include "kernels/trilinear.h"
 
+#include <ATen/OpMathType.h>
 #include <ATen/ops/empty.h>
 
 namespace customops::trilinear {
@@ -14,7 +15,6 @@ void check(const char* op, const at::Tensor& feats, const at::Tensor& points) {
   TORCH_CHECK(checks::holds(feats.sym_size(0) == points.sym_size(0)), "customops::", op,
               ": expected feats and points to have the same N, got ", feats.sym_size(0), " and ",
               points.sym_size(0));
-  checks::same_dtype(op, "points", points, "feats", feats);
   checks::same_device(op, "points", points, "feats", feats);
 }
 
@@ -29,11 +29,30 @@ void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats) {
   checks::same_device(op, "grad_out", grad_out, "feats", feats);
 }
 
+namespace {
+
+// points, contiguous, in a dtype the kernels read (see Plan).
+at::Tensor kernel_points(const at::Tensor& feats, const at::Tensor& points) {
+  const auto dtype = feats.scalar_type();
+  if (points.scalar_type() == dtype) return points.contiguous();
+  // Not to(..., MemoryFormat::Contiguous): that returns points of the target
+  // dtype as they are, transposed ones included.
+  return points.to(at::toOpMathType(dtype)).contiguous();
+}
+
+} // namespace
+
+Grads Plan::result() const {
+  if (!grad_points.defined() || grad_points.scalar_type() == points_dtype) return {grad_feats, grad_points};
+  return {grad_feats, grad_points.to(points_dtype)};
+}
+
 Plan plan_forward(const at::Tensor& feats, const at::Tensor& points) {
   check("trilinear_interpolation", feats, points);
   Plan p;
   p.feats = feats.contiguous();
-  p.points = points.contiguous();
+  p.points = kernel_points(feats, points);
+  p.points_dtype = points.scalar_type();
   p.N = feats.size(0);
   p.F = feats.size(2);
   p.out = at::empty({p.N, p.F}, feats.options());
@@ -47,11 +66,13 @@ Plan plan_backward(const at::Tensor& grad_out, const at::Tensor& feats, const at
   Plan p;
   p.grad = grad_out.contiguous();
   p.feats = feats.contiguous();
-  p.points = points.contiguous();
+  p.points = kernel_points(feats, points);
+  p.points_dtype = points.scalar_type();
   p.N = feats.size(0);
   p.F = feats.size(2);
   if (output_mask[0]) p.grad_feats = at::empty({p.N, kCorners, p.F}, feats.options());
-  if (output_mask[1]) p.grad_points = at::empty({p.N, 3}, points.options());
+  // In the kernels' points dtype; result() converts it to the caller's.
+  if (output_mask[1]) p.grad_points = at::empty({p.N, 3}, p.points.options());
   return p;
 }
 

@@ -26,9 +26,10 @@ using launch::with_index_type;
 // One thread per VEC consecutive features of one point: 8 coalesced 16-byte
 // loads (one per corner row) and one store. Threads of one point read its 3
 // coordinates from the same line, so the weights cost no extra traffic.
-template <typename scalar_t, typename index_t, int VEC>
+// point_t: scalar_t, or opmath_t for points of another dtype (see Plan).
+template <typename scalar_t, typename point_t, typename index_t, int VEC>
 __global__ void __launch_bounds__(kThreads) forward_kernel(const scalar_t* __restrict__ feats,
-                                                           const scalar_t* __restrict__ points,
+                                                           const point_t* __restrict__ points,
                                                            scalar_t* __restrict__ out, index_t total, index_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
   using P = Pack<scalar_t, VEC>;
@@ -36,7 +37,7 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const scalar_t* __res
   for (index_t idx = blockIdx.x * index_t(blockDim.x) + threadIdx.x; idx < total;
        idx += index_t(gridDim.x) * blockDim.x) {
     const index_t j = idx % groups * VEC, n = idx / groups;
-    const scalar_t* p = points + 3 * n;
+    const point_t* p = points + 3 * n;
     const Corners<opmath_t> c(p[0], p[1], p[2]);
     const scalar_t* corner = feats + n * kCorners * F + j;
     opmath_t acc[VEC] = {};
@@ -59,12 +60,12 @@ __global__ void __launch_bounds__(kThreads) forward_kernel(const scalar_t* __res
 // rows and accumulates the 8 dot products feats_k . g that the point's
 // gradient needs; shuffles within the lane group then sum those in a fixed
 // order (deterministic, no atomics) and the group's first lane writes d out/d p.
-template <typename scalar_t, int VEC, int LANES>
+template <typename scalar_t, typename point_t, int VEC, int LANES>
 __global__ void __launch_bounds__(kThreads) backward_kernel(const scalar_t* __restrict__ grad,
                                                             const scalar_t* __restrict__ feats,
-                                                            const scalar_t* __restrict__ points,
+                                                            const point_t* __restrict__ points,
                                                             scalar_t* __restrict__ grad_feats,
-                                                            scalar_t* __restrict__ grad_points, int64_t N,
+                                                            point_t* __restrict__ grad_points, int64_t N,
                                                             int64_t F) {
   using opmath_t = at::opmath_type<scalar_t>;
   using P = Pack<scalar_t, VEC>;
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const scalar_t* __re
   const bool valid = n < N;  // out-of-range lanes still join the shuffles
   opmath_t dot[kCorners] = {};
   if (valid) {
-    const scalar_t* p = points + 3 * n;
+    const point_t* p = points + 3 * n;
     const Corners<opmath_t> c(p[0], p[1], p[2]);
     const int64_t groups = F / VEC;
     for (int64_t jg = lane; jg < groups; jg += LANES) {
@@ -107,32 +108,32 @@ __global__ void __launch_bounds__(kThreads) backward_kernel(const scalar_t* __re
     }
   }
   if (valid && lane == 0) {
-    const scalar_t* p = points + 3 * n;
+    const point_t* p = points + 3 * n;
     const Corners<opmath_t> c(p[0], p[1], p[2]);
 #pragma unroll
     for (int d = 0; d < 3; ++d) {
       opmath_t s = 0;
 #pragma unroll
       for (int k = 0; k < kCorners; ++k) s += c.derivative(k, d) * dot[k];
-      grad_points[3 * n + d] = static_cast<scalar_t>(s);
+      grad_points[3 * n + d] = static_cast<point_t>(s);
     }
   }
 }
 
-template <typename scalar_t, int VEC>
-void launch_backward(int lanes, int64_t N, int64_t F, const scalar_t* g, const scalar_t* f, const scalar_t* p,
-                     scalar_t* gf, scalar_t* gp) {
+template <typename scalar_t, typename point_t, int VEC>
+void launch_backward(int lanes, int64_t N, int64_t F, const scalar_t* g, const scalar_t* f, const point_t* p,
+                     scalar_t* gf, point_t* gp) {
   const int64_t blocks = (N * lanes + kThreads - 1) / kThreads;
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(),
               "customops::trilinear_interpolation_backward: too many points (", N, ")");
   const auto stream = at::cuda::getCurrentCUDAStream();
-  auto kernel = backward_kernel<scalar_t, VEC, 32>;
+  auto kernel = backward_kernel<scalar_t, point_t, VEC, 32>;
   switch (lanes) {
-    case 1: kernel = backward_kernel<scalar_t, VEC, 1>; break;
-    case 2: kernel = backward_kernel<scalar_t, VEC, 2>; break;
-    case 4: kernel = backward_kernel<scalar_t, VEC, 4>; break;
-    case 8: kernel = backward_kernel<scalar_t, VEC, 8>; break;
-    case 16: kernel = backward_kernel<scalar_t, VEC, 16>; break;
+    case 1: kernel = backward_kernel<scalar_t, point_t, VEC, 1>; break;
+    case 2: kernel = backward_kernel<scalar_t, point_t, VEC, 2>; break;
+    case 4: kernel = backward_kernel<scalar_t, point_t, VEC, 4>; break;
+    case 8: kernel = backward_kernel<scalar_t, point_t, VEC, 8>; break;
+    case 16: kernel = backward_kernel<scalar_t, point_t, VEC, 16>; break;
     default: break;
   }
   kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(g, f, p, gf, gp, N, F);
@@ -154,12 +155,16 @@ at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor&
     const bool vec = F % kVec == 0 && aligned(f, sizeof(scalar_t) * kVec);
     const int64_t total = vec ? N * F / kVec : N * F;
     const auto stream = at::cuda::getCurrentCUDAStream();
-    with_index_type(feats.numel(), [&](auto index) {
-      using index_t = decltype(index);
-      auto kernel = vec ? forward_kernel<scalar_t, index_t, kVec> : forward_kernel<scalar_t, index_t, 1>;
-      kernel<<<launch::blocks_for(total), kThreads, 0, stream>>>(f, points.const_data_ptr<scalar_t>(),
-                                                                 out.data_ptr<scalar_t>(), total, F);
-      C10_CUDA_KERNEL_LAUNCH_CHECK();
+    trilinear::with_point_type<scalar_t>(points, [&](auto point) {
+      using point_t = decltype(point);
+      with_index_type(feats.numel(), [&](auto index) {
+        using index_t = decltype(index);
+        auto kernel = vec ? forward_kernel<scalar_t, point_t, index_t, kVec>
+                          : forward_kernel<scalar_t, point_t, index_t, 1>;
+        kernel<<<launch::blocks_for(total), kThreads, 0, stream>>>(f, points.const_data_ptr<point_t>(),
+                                                                   out.data_ptr<scalar_t>(), total, F);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+      });
     });
   });
   return out;
@@ -172,10 +177,10 @@ trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, con
   const at::Tensor &grad = plan.grad, &feats = plan.feats, &points = plan.points;
   const at::Tensor &gf = plan.grad_feats, &gp = plan.grad_points;
   const int64_t N = plan.N, F = plan.F;
-  if (N == 0 || (!gf.defined() && !gp.defined())) return {gf, gp};
+  if (N == 0 || (!gf.defined() && !gp.defined())) return plan.result();
   if (F == 0) {  // no features: nothing flows back to the points
     if (gp.defined()) gp.zero_();
-    return {gf, gp};
+    return plan.result();
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, feats.scalar_type(), "trilinear_backward_cuda", [&] {
     constexpr int kVec = widest<scalar_t>();
@@ -186,15 +191,18 @@ trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, con
     int lanes = 1;
     while (lanes < 32 && lanes < groups) lanes *= 2;
     scalar_t* gf_ptr = gf.defined() ? gf.data_ptr<scalar_t>() : nullptr;
-    scalar_t* gp_ptr = gp.defined() ? gp.data_ptr<scalar_t>() : nullptr;
-    const scalar_t* p = points.const_data_ptr<scalar_t>();
-    if (vec) {
-      launch_backward<scalar_t, kVec>(lanes, N, F, g, f, p, gf_ptr, gp_ptr);
-    } else {
-      launch_backward<scalar_t, 1>(lanes, N, F, g, f, p, gf_ptr, gp_ptr);
-    }
+    trilinear::with_point_type<scalar_t>(points, [&](auto point) {
+      using point_t = decltype(point);
+      point_t* gp_ptr = gp.defined() ? gp.data_ptr<point_t>() : nullptr;
+      const point_t* p = points.const_data_ptr<point_t>();
+      if (vec) {
+        launch_backward<scalar_t, point_t, kVec>(lanes, N, F, g, f, p, gf_ptr, gp_ptr);
+      } else {
+        launch_backward<scalar_t, point_t, 1>(lanes, N, F, g, f, p, gf_ptr, gp_ptr);
+      }
+    });
   });
-  return {gf, gp};
+  return plan.result();
 }
 
 } // namespace customops::cuda

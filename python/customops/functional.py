@@ -228,11 +228,19 @@ def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:
 
     Args:
         feats: ``(N, 8, F)``; float16, bfloat16, float32 or float64, on CPU or CUDA.
-        points: ``(N, 3)`` local coordinates, same dtype and device.
+        points: ``(N, 3)`` local coordinates on feats' device, of any of those
+            dtypes (it need not be feats'), e.g. float32 points with bfloat16
+            feats under ``torch.autocast``.
 
     Returns:
-        ``(N, F)``, contiguous. Differentiable (twice) in feats and in points; the
-        points' gradient is what pose and grid refinement need. Half types are
-        computed in float32.
+        ``(N, F)`` of feats' dtype, contiguous: feats are the values being
+        interpolated and the bulk of the memory traffic. Computed in feats'
+        dtype, float32 for half types (so float64 points with float32 feats
+        compute in float32); the points are read at their own precision,
+        never rounded to a half type, since a half coordinate in ``[-1, 1]``
+        keeps only about 3 digits. Differentiable (twice) in feats and in
+        points; the gradients have the dtype of their input, so they reach
+        float32 parameters as float32. The points' gradient is what pose and
+        grid refinement need.
     """
     return torch.ops.customops.trilinear_interpolation(feats, points)

@@ -11,7 +11,14 @@ test in test_ops.py then runs over it. Each entry gives:
 - ``error_inputs(device)``: bad inputs and the message they must raise,
 - ``module(sample)``: a scriptable/exportable nn.Module and the tensors to call
   it with,
-- dtypes per device and tolerances per dtype.
+- dtypes per device and tolerances per dtype,
+- ``autocast``: what torch.autocast does to the op, as to its PyTorch
+  counterpart: "lower_precision" (runs in the autocast dtype) or "input_dtype"
+  (runs in its first tensor's dtype); ``autocast_samples(device, low_dtype,
+  requires_grad)``: mixed-precision inputs beside the float32 samples (low-precision
+  activations with float32 parameters, as under AMP),
+- ``keeps_memory_format``: a channels_last input gives channels_last results
+  (output and input gradient), as PyTorch's counterpart does.
 """
 
 from __future__ import annotations
@@ -68,6 +75,9 @@ class OpInfo:
     dtypes: dict[str, tuple] = field(default_factory=lambda: {"cpu": FLOATING, "cuda": FLOATING})
     tolerances: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     supports_gradgrad: bool = True
+    autocast: str = "input_dtype"
+    autocast_samples: Callable[[torch.device, torch.dtype, bool], Iterable[SampleInput]] = lambda *_: ()
+    keeps_memory_format: bool = False
 
     @property
     def overload(self) -> Any:
@@ -145,6 +155,16 @@ def _quick_gelu_module(sample):
     return customops.QuickGELU(), sample.args
 
 
+def _low_precision_first_input(make_samples, count=3):
+    """The first `count` samples with their first tensor in the low dtype."""
+
+    def samples(device, low, requires_grad):
+        for sample in list(make_samples(device, low, requires_grad))[:count]:
+            yield SampleInput(sample.args, sample.kwargs, f"{sample.name}_{low}")
+
+    return samples
+
+
 QUICK_GELU = OpInfo(
     name="quick_gelu",
     op=customops.quick_gelu,
@@ -154,6 +174,8 @@ QUICK_GELU = OpInfo(
     error_inputs=_quick_gelu_errors,
     module=_quick_gelu_module,
     backward_args=lambda sample, grad: (grad, sample.args[0]),
+    autocast_samples=_low_precision_first_input(_quick_gelu_samples, 11),
+    keeps_memory_format=True,
 )
 
 
@@ -274,6 +296,7 @@ IM2COL = OpInfo(
     module=_module_from(customops.Im2col),
     backward_args=lambda sample, grad: (grad, tuple(sample.args[0].shape[-2:]), *(
         sample.kwargs[k] for k in ("kernel_size", "dilation", "padding", "stride"))),
+    autocast_samples=_low_precision_first_input(_im2col_samples),
 )
 
 COL2IM = OpInfo(
@@ -286,6 +309,7 @@ COL2IM = OpInfo(
     module=_module_from(customops.Col2im),
     backward_args=lambda sample, grad: (grad, *(sample.kwargs[k] for k in ("kernel_size", "dilation", "padding",
                                                                             "stride"))),
+    autocast_samples=_low_precision_first_input(_col2im_samples),
 )
 
 
@@ -323,6 +347,25 @@ _DEPTHWISE = [
 ]
 
 
+# channels_last inputs: whole vectors of channels and ragged ones, every path
+# of the NHWC kernels (unit stride, strides, dilation, multipliers, large taps).
+_CHANNELS_LAST_DEPTHWISE = [
+    ((2, 16, 9, 11), (16, 1, 3, 3), True, 1, 1, 1, "channels_last_k3"),
+    ((2, 13, 8, 7), (13, 1, 3, 3), False, 1, 1, 1, "channels_last_k3_odd_channels"),
+    ((2, 24, 10, 9), (24, 1, 7, 7), True, 1, 3, 1, "channels_last_k7"),
+    ((2, 8, 11, 10), (16, 1, 5, 3), True, (2, 1), (2, 1), (1, 2), "channels_last_multiplier_strided"),
+    ((1, 3, 7, 9), (9, 1, 3, 3), True, 2, 4, 2, "channels_last_multiplier3_padding_gt_kernel"),
+    ((2, 8, 9, 8), (8, 1, 31, 31), True, 1, 15, 1, "channels_last_k31"),
+    ((2, 12, 7, 6), (12, 1, 3, 3), True, 1, 1, 1, "channels_last_permuted"),
+]
+
+_CHANNELS_LAST_CONVS = [
+    ((2, 8, 9, 7), (6, 8, 3, 3), True, 1, 1, 1, 1, "channels_last_3x3"),
+    ((2, 8, 9, 7), (8, 2, 3, 3), True, 2, 1, 1, 4, "channels_last_groups"),
+    ((2, 8, 6, 5), (12, 8, 1, 1), False, 1, 0, 1, 1, "channels_last_permuted_pointwise"),
+]
+
+
 def _conv_kwargs(stride, padding, dilation, groups=None):
     kw = {"stride": stride, "padding": padding, "dilation": dilation}
     if groups is not None:
@@ -346,6 +389,35 @@ def _conv_samples_from(cases, depthwise):
                           kw, "noncontiguous")
         x = make_tensor(xs, device=device, dtype=dtype, low=-1, high=1).to(memory_format=torch.channels_last)
         yield SampleInput((x.requires_grad_(requires_grad), t(ws), t((ws[0],))), kw, "channels_last")
+        for case in _CHANNELS_LAST_DEPTHWISE if depthwise else _CHANNELS_LAST_CONVS:
+            (xs, ws, has_bias, stride, padding, dilation), rest = case[:6], case[6:]
+            groups = None if depthwise else rest[0]
+            x = make_tensor(xs, device=device, dtype=dtype, low=-1, high=1)
+            # A permuted NHWC tensor (as ConvNeXt hands on) has channels_last strides too.
+            x = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2) if "permuted" in rest[-1] else \
+                x.to(memory_format=torch.channels_last)
+            bias = t((ws[0],)) if has_bias else None
+            yield SampleInput((x.requires_grad_(requires_grad), t(ws), bias),
+                              _conv_kwargs(stride, padding, dilation, groups), rest[-1])
+
+    return samples
+
+
+def _conv_autocast_samples(depthwise):
+    """Under AMP: low-precision activations with float32 weight and bias, and a
+    float32 input whose op must still run in the autocast dtype."""
+
+    def samples(device, low, requires_grad):
+        float_samples = list(_conv_samples_from(_DEPTHWISE if depthwise else _CONVS, depthwise)(
+            device, torch.float32, requires_grad))
+        for sample in float_samples:
+            if sample.name not in ("3x3_pad1", "channels_last", "unbatched_no_bias", "batch0") and \
+                    not sample.name.startswith("channels_last_k"):
+                continue
+            x, w, b = sample.args
+            low_x = x.detach().to(low).requires_grad_(requires_grad)
+            yield SampleInput((low_x, w, b), sample.kwargs, f"{sample.name}_{low}_input")
+            yield SampleInput(sample.args, sample.kwargs, f"{sample.name}_float32_input")
 
     return samples
 
@@ -456,6 +528,9 @@ CONV2D = OpInfo(
     module=_conv_module(customops.Conv2d),
     backward_args=_conv_backward_args(depthwise=False),
     tolerances=dict(_CONV_TOLERANCES),
+    autocast="lower_precision",
+    autocast_samples=_conv_autocast_samples(depthwise=False),
+    keeps_memory_format=True,
 )
 
 DEPTHWISE_CONV2D = OpInfo(
@@ -468,6 +543,9 @@ DEPTHWISE_CONV2D = OpInfo(
     module=_conv_module(customops.DepthwiseConv2d),
     backward_args=_conv_backward_args(depthwise=True),
     tolerances=dict(_CONV_TOLERANCES),
+    autocast="lower_precision",
+    autocast_samples=_conv_autocast_samples(depthwise=True),
+    keeps_memory_format=True,
 )
 
 # --- upsample_bilinear2d ----------------------------------------------------------
@@ -579,6 +657,8 @@ UPSAMPLE_BILINEAR2D = OpInfo(
     module=_resize_module,
     backward_args=lambda sample, grad: (grad, list(sample.args[0].shape[-2:]), sample.kwargs["coordinate_mode"]),
     tolerances=dict(_RESIZE_TOLERANCES),
+    autocast_samples=_low_precision_first_input(_resize_samples),
+    keeps_memory_format=True,
 )
 
 
@@ -612,6 +692,37 @@ def _trilinear_samples(device, dtype, requires_grad):
     yield SampleInput((t((5, 8, 6), noncontiguous=True), t((3, 5), low=-1, high=1).t()), name="noncontiguous")
     corners = torch.tensor([[-1.0, -1, -1], [1, 1, 1], [1, -1, 1], [0, 0, 0]], dtype=dtype, device=device)
     yield SampleInput((t((4, 8, 3)), corners.requires_grad_(requires_grad)), name="corners_and_centre")
+    yield from _trilinear_mixed_samples(device, dtype, requires_grad)
+
+
+def _trilinear_mixed_samples(device, dtype, requires_grad):
+    """feats of `dtype` with points of a more precise dtype: the output and
+    feats' gradient have `dtype`, the points' gradient the points' dtype (the
+    points are read at their own precision). None for float64 feats, whose
+    samples test_gradcheck runs with float64 points only."""
+    wider = {torch.float16: (torch.float32, torch.float64), torch.bfloat16: (torch.float32, torch.float64),
+             torch.float32: (torch.float64,)}
+
+    def t(shape, pdt=dtype, low=-2, high=2, **kw):
+        return make_tensor(shape, device=device, dtype=pdt, low=low, high=high, requires_grad=requires_grad, **kw)
+
+    for pdt in wider.get(dtype, ()):
+        name = str(pdt).removeprefix("torch.")
+        yield SampleInput((t((9, 8, 16)), t((9, 3), pdt, -1, 1)), name=f"points_{name}")
+        yield SampleInput((t((6, 8, 5)), t((6, 3), pdt, -3, 3)), name=f"points_{name}_outside_unit_cube")
+        yield SampleInput((t((5, 8, 6), noncontiguous=True), t((3, 5), pdt, -1, 1).t()),
+                          name=f"points_{name}_noncontiguous")
+        yield SampleInput((t((0, 8, 4)), t((0, 3), pdt, -1, 1)), name=f"points_{name}_empty")
+
+
+def _trilinear_autocast_samples(device, low, requires_grad):
+    """As under AMP: feats in the autocast dtype (from a Linear), float32 points."""
+
+    def t(shape, dtype, low_=-2, high=2):
+        return make_tensor(shape, device=device, dtype=dtype, low=low_, high=high, requires_grad=requires_grad)
+
+    for n, f, name in ((9, 16, "F16"), (5, 7, "odd_F"), (0, 4, "empty")):
+        yield SampleInput((t((n, 8, f), low), t((n, 3), torch.float32, -1, 1)), name=f"{name}_{low}_float32_points")
 
 
 def _trilinear_dynamic(device, dtype):
@@ -631,12 +742,14 @@ def _trilinear_errors(device):
     yield ErrorInput(SampleInput((f, p[:3])), r"expected feats and points to have the same N, got 4 and 3")
     yield ErrorInput(SampleInput((f.long(), p)), r"expected feats to be a floating-point tensor")
     yield ErrorInput(SampleInput((f, p.int())), r"expected points to be a floating-point tensor")
-    yield ErrorInput(SampleInput((f, p.double())), r"expected points to have the dtype of feats")
     g = torch.randn(4, 5, device=device)
     yield ErrorInput(SampleInput((g[:, :4], f, p, [True, True])), r"expected grad_out of shape \(N, F\)",
                      backward=True)
     yield ErrorInput(SampleInput((g.double(), f, p, [True, True])), r"expected grad_out to have the dtype of feats",
                      backward=True)
+    # grad_out follows feats, not points.
+    yield ErrorInput(SampleInput((g.double(), f, p.double(), [True, True])),
+                     r"expected grad_out to have the dtype of feats \(Float\), got Double", backward=True)
     other = _other_device(device)
     if other is not None:
         yield ErrorInput(SampleInput((f, p.to(other))), r"expected points and feats on the same device")
@@ -653,6 +766,7 @@ TRILINEAR_INTERPOLATION = OpInfo(
     error_inputs=_trilinear_errors,
     module=lambda sample: (customops.TrilinearInterpolation(), sample.args),
     backward_args=lambda sample, grad: (grad, *sample.args, [True, True]),
+    autocast_samples=_trilinear_autocast_samples,
 )
 
 OP_DB: list[OpInfo] = [QUICK_GELU, IM2COL, COL2IM, CONV2D, DEPTHWISE_CONV2D, UPSAMPLE_BILINEAR2D,

@@ -12,7 +12,10 @@ namespace customops {
 // [-1, 1]; returns (N, F). Corner k has bits (x, y, z) = (k>>2 & 1, k>>1 & 1,
 // k & 1) and weight prod (bit ? t : 1 - t), t = (coordinate + 1) / 2, a
 // formula that also extrapolates outside [-1, 1]. Differentiable in feats and
-// points. All four floating dtypes (feats and points alike), CPU and CUDA.
+// points. Any of the four floating dtypes for each, CPU and CUDA: the result
+// has feats' dtype and is computed in at::opmath_type of it (float for half
+// types, so double points with float feats compute in float); points are
+// read at their own precision, never rounded to a half type.
 at::Tensor trilinear_interpolation(const at::Tensor& feats, const at::Tensor& points);
 
 // Gradients (d feats, d points) for the upstream gradient grad_out (N, F);
