@@ -6,6 +6,7 @@ library serves TorchScript, torch.compile, torch.export and C++ programs.
 """
 
 from ._library import build_info, library_path
+from .convert import ConversionReport, convert
 from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,
                          upsample_bilinear2d)
 from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, TrilinearInterpolation,
@@ -14,7 +15,7 @@ from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, Trilin
 __version__ = build_info().get("version", "0+unknown")
 
 __all__ = [
-    "Col2im", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation", "UpsampleBilinear2d",
-    "build_info", "col2im", "conv2d", "depthwise_conv2d", "im2col", "library_path", "quick_gelu",
-    "trilinear_interpolation", "upsample_bilinear2d",
+    "Col2im", "ConversionReport", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation",
+    "UpsampleBilinear2d", "build_info", "col2im", "convert", "conv2d", "depthwise_conv2d", "im2col", "library_path",
+    "quick_gelu", "trilinear_interpolation", "upsample_bilinear2d",
 ]
