@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Everything worth running on the GPU machine, in one call (its python3 already
 # has torch; it has no network): build, all tests, compute-sanitizer over the
-# C++ tests, the benchmark (written into docs/ and $OUT) and the demo.
-#   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh
+# C++ tests, the benchmarks (op table and model training steps, written into
+# docs/ and $OUT) and the demo. One part alone, to fit a time limit: `tests`
+# (build, tests, sanitizer) or `bench` (build, benchmarks, demo).
+#   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh [tests|bench]
 set -uo pipefail
 export CUSTOMOPS_PYTHON="${CUSTOMOPS_PYTHON:-python3}" PYTHONUNBUFFERED=1
 # That machine's environment names a g++ that links libstdc++ statically
@@ -15,11 +17,17 @@ export CUSTOMOPS_BUILD_DIR="${CUSTOMOPS_BUILD_DIR:-$ROOT/build-gpu}"
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
+part="${1:-all}"
 status=0
-bash "$ROOT/scripts/test.sh" -rs 2>&1 | tee "$OUT/test.log" || status=1
-if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --error-exitcode 9 "$CUSTOMOPS_BUILD_DIR/tests/cpp/customops_tests" \
-    2>&1 | tail -5 | tee "$OUT/sanitizer.log" || status=1
+if [[ "$part" != bench ]]; then
+  bash "$ROOT/scripts/test.sh" -rs 2>&1 | tee "$OUT/test.log" || status=1
+  if command -v compute-sanitizer >/dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 9 "$CUSTOMOPS_BUILD_DIR/tests/cpp/customops_tests" \
+      2>&1 | tail -5 | tee "$OUT/sanitizer.log" || status=1
+  fi
+  [[ "$part" == tests ]] && { echo "gpu_check exit status: $status"; exit $status; }
+else
+  bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
 fi
 tag="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cs 'A-Za-z0-9' '_' | sed 's/_$//')"
 # Relative paths, so that the command recorded in the table is the one to type.
@@ -27,8 +35,10 @@ cd "$ROOT"
 python3 -m customops.benchmark --device cuda --markdown "docs/benchmarks/cuda_${tag}.md" \
   --plot "docs/benchmarks/cuda_${tag}.png" 2>&1 | tee "$OUT/bench.log" || status=1
 python3 -m customops.benchmark.breakdown --markdown "docs/benchmarks/cuda_${tag}.md" 2>&1 \
-  | tee "$OUT/breakdown.log" || status=1
-cp "docs/benchmarks/cuda_${tag}".* "$OUT/" 2>/dev/null
-python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" 2>&1 | tee "$OUT/demo.log" || status=1
+  | tee -a "$OUT/bench.log" || status=1
+python3 -m customops.benchmark.models --device cuda --markdown "docs/benchmarks/models_${tag}.md" \
+  --plot "docs/benchmarks/models_${tag}.png" 2>&1 | tee -a "$OUT/bench.log" || status=1
+cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_${tag}".* "$OUT/" 2>/dev/null
+python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" 2>&1 | tee -a "$OUT/bench.log" || status=1
 echo "gpu_check exit status: $status"
 exit $status

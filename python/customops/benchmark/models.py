@@ -1,0 +1,442 @@
+"""python -m customops.benchmark.models: real models, original against customops.convert's, in one run.
+
+    python -m customops.benchmark.models [--device cuda|cpu] [--models mobilenet_v2,convnext_tiny,replknet31]
+        [--configs float32-nchw,...] [--batch-scale F | --quick] [--repeats N] [--markdown F.md] [--plot F.png]
+
+For each model and configuration ({float32, autocast bfloat16} x {NCHW, channels_last}) it converts the
+model (customops.convert: depthwise nn.Conv2d -> customops.DepthwiseConv2d, ...), checks the converted
+model's outputs and gradients against the original's, then times a training step (zero_grad + forward +
+loss + backward; no optimizer) and an inference step (eval-mode forward under inference_mode) of both,
+alternating between them step by step. A failed check marks its row; the command then exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import datetime
+import gc
+import platform
+import statistics
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import torch
+from torch import Tensor, nn
+
+import customops
+
+from . import replknet
+from .report import columns
+from .timing import median_ms
+
+
+def device_name(device: torch.device) -> str:
+    # As the op benchmark's (__main__.py), whose module would import the whole op table.
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} threads"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    build: Callable[[int], nn.Module]  # (input channels) -> model; the torchvision ones ignore it (3)
+    input: tuple[int, int]  # (channels, size) of the (batch, channels, size, size) input
+    quick_input: tuple[int, int]  # for --quick: small, but leaving the last stage more than 1x1 pixels
+    batch: dict[str, int]  # device type -> default batch
+    goal: float  # the issue's goal for the training-step ratio converted / original
+
+
+def _torchvision(name: str, prepare: Callable[[nn.Module], None] = lambda model: None) -> Callable[[int], nn.Module]:
+    def build(channels: int) -> nn.Module:
+        try:
+            import torchvision
+        except ImportError as e:
+            raise RuntimeError(f"{name} needs torchvision (pip install torchvision==0.26.0)") from e
+        model = getattr(torchvision.models, name)(weights=None)  # random weights: nothing to download
+        prepare(model)
+        return model
+
+    return build
+
+
+def _unit_layer_scale(model: nn.Module) -> None:
+    # ConvNeXt scales each block's output by a learnt per-channel factor that starts at 1e-6; so initialised,
+    # the blocks (and their depthwise convolutions) would barely touch the output the check compares. Trained
+    # networks have factors of order 0.1-1. The work per step is the same either way.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("layer_scale"):
+                p.fill_(1.0)
+
+
+MODELS = {
+    "mobilenet_v2": ModelSpec(_torchvision("mobilenet_v2"), (3, 224), (3, 64), {"cuda": 128, "cpu": 8}, 1.0),
+    "convnext_tiny": ModelSpec(_torchvision("convnext_tiny", _unit_layer_scale), (3, 224), (3, 64),
+                               {"cuda": 64, "cpu": 4}, 0.85),
+    # RepLKNet-31B stage 1: 128 channels at 56x56, 31x31 depthwise kernels (see replknet.py); --quick narrows it.
+    "replknet31": ModelSpec(replknet.RepLKStage, (replknet.CHANNELS, replknet.RESOLUTION), (32, 16),
+                            {"cuda": 64, "cpu": 4}, 0.5),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    autocast: torch.dtype | None  # None: plain float32
+    channels_last: bool
+
+    @property
+    def memory_format(self) -> torch.memory_format:
+        return torch.channels_last if self.channels_last else torch.contiguous_format
+
+    def autocast_context(self, device: torch.device) -> contextlib.AbstractContextManager:
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=self.autocast)
+
+
+CONFIGS = {
+    "float32-nchw": Config(None, False),
+    "float32-channels_last": Config(None, True),
+    "bf16-nchw": Config(torch.bfloat16, False),
+    "bf16-channels_last": Config(torch.bfloat16, True),
+}
+
+# The check compares each model's results with the original's run in float64: the converted model's relative
+# error may be at most MARGIN times the original's, plus FLOOR. A direct comparison of the two models fails
+# for conversions that merely round differently: in training mode (batch statistics) these randomly
+# initialised networks magnify rounding. Measured on CPU with one-ulp noise on 30% of the converted model's
+# depthwise outputs and input gradients: mobilenet_v2's depthwise weight gradients then differ by 1e-2 in
+# float32 and its outputs by 1e-1 under bf16 autocast, where the original's own errors against float64 are
+# 6e-3 and 9e-2. A wrong conversion shows as an error far above the original's (1% noise on one weight of
+# the RepLKNet stage: 5e-4 against 1e-7 on the eval output).
+MARGIN = 3.0
+FLOOR = {None: 1e-5, torch.bfloat16: 1e-2}
+
+# Layers that draw random numbers in training mode; the check runs them in eval mode so that the three runs
+# (original, converted, float64 reference) draw nothing. The timed training steps keep them on.
+RANDOM_LAYERS = ("Dropout", "Dropout1d", "Dropout2d", "StochasticDepth")
+
+
+@dataclass
+class Row:
+    model: str
+    input: str
+    config: str
+    swapped: int = 0
+    train_ms: tuple[float, float] = (float("nan"), float("nan"))  # (original, converted)
+    infer_ms: tuple[float, float] = (float("nan"), float("nan"))
+    goal: float = float("nan")
+    peak_gib: float | None = None
+    check: str = ""
+    ok: bool = False
+
+    @property
+    def train_ratio(self) -> float:
+        return self.train_ms[1] / self.train_ms[0]
+
+    @property
+    def infer_ratio(self) -> float:
+        return self.infer_ms[1] / self.infer_ms[0]
+
+    def cells(self) -> tuple[str, ...]:
+        met = "met" if self.train_ratio <= self.goal else "missed"
+        peak = "—" if self.peak_gib is None else f"{self.peak_gib:.1f}"
+        return (self.model, self.input, self.config, str(self.swapped), f"{self.train_ms[0]:.2f}",
+                f"{self.train_ms[1]:.2f}", f"{self.train_ratio:.2f}", f"<= {self.goal:g} {met}",
+                f"{self.infer_ms[0]:.2f}", f"{self.infer_ms[1]:.2f}", f"{self.infer_ratio:.2f}", peak, self.check)
+
+
+HEADER = ("model", "input", "config", "swapped", "train orig ms", "train conv ms", "train conv/orig", "goal",
+          "infer orig ms", "infer conv ms", "infer conv/orig", "peak GiB", "check")
+
+
+def loss_of(output: Tensor) -> Tensor:
+    # Squared, so that the gradient reaching the model depends on its output (a plain sum gives a constant);
+    # in float32 at least (float64 for the reference).
+    return output.to(torch.promote_types(output.dtype, torch.float32)).square().mean()
+
+
+def train_step(model: nn.Module, x: Tensor, config: Config) -> Callable[[], None]:
+    def step() -> None:
+        model.zero_grad(set_to_none=True)
+        with config.autocast_context(x.device):
+            output = model(x)
+        loss_of(output).backward()
+
+    return step
+
+
+def infer_step(model: nn.Module, x: Tensor, config: Config) -> Callable[[], None]:
+    def step() -> None:
+        with torch.inference_mode(), config.autocast_context(x.device):
+            model(x)
+
+    return step
+
+
+def interleaved_ms(steps: list[Callable[[], object]], device: torch.device, warmup: int, repeats: int) -> list[float]:
+    """Median ms of each step, timed one call at a time in ABBA order so that drift hits them alike."""
+    for step in steps:
+        for _ in range(warmup):
+            step()
+    times: list[list[float]] = [[] for _ in steps]
+    for r in range(repeats):
+        order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
+        for i in order:
+            times[i].append(median_ms(steps[i], device, warmup=0, repeats=1))
+    return [statistics.median(t) for t in times]
+
+
+def relative_difference(value: Tensor, reference: Tensor) -> float:
+    value, reference = value.detach().double(), reference.detach().double()
+    scale = reference.norm()
+    diff = (value - reference).norm()
+    return float(diff / scale) if scale > 0 else float(diff)
+
+
+@contextlib.contextmanager
+def full_float32() -> Iterator[None]:
+    """TF32 off for cuDNN and cuBLAS, so that the float32 check compares float32 arithmetic."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
+
+
+def check_step(model: nn.Module, x: Tensor, config: Config, weights: list[str]) -> dict[str, Tensor]:
+    """What the check compares: the eval-mode output, then, in training mode, the output, the input gradient,
+    the gradients of `weights` and all parameter gradients as one vector."""
+    result: dict[str, Tensor] = {}
+    model.eval()
+    with torch.no_grad(), config.autocast_context(x.device):
+        result["eval output"] = model(x)
+    model.train()
+    for module in model.modules():
+        if type(module).__name__ in RANDOM_LAYERS:
+            module.eval()
+    model.zero_grad(set_to_none=True)
+    xg = x.detach().clone().requires_grad_()
+    with config.autocast_context(x.device):
+        output = model(xg)
+    loss_of(output).backward()
+    result["train output"], result["input grad"] = output.detach(), xg.grad
+    grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    result |= {f"grad {name}": grads[name] for name in weights}
+    result["all param grads"] = torch.cat([g.flatten().double() for _, g in sorted(grads.items())])
+    model.zero_grad(set_to_none=True)
+    return result
+
+
+def check(original: nn.Module, converted: nn.Module, swapped: list[str], x: Tensor, config: Config) -> tuple[str, bool]:
+    """Checks the converted model against the original (see MARGIN); returns the row's text and the verdict.
+
+    Parameters are paired by name (convert keeps the module tree's names); single gradients are compared
+    for the swapped modules' weights, whose gradients customops computes.
+    """
+    weights = [f"{name}.weight" for name in swapped]
+    reference_model = copy.deepcopy(original).double()
+    with full_float32():
+        reference = check_step(reference_model, x.double(), Config(None, config.channels_last), weights)
+        del reference_model
+        ours = check_step(original, x, config, weights)
+        theirs = check_step(converted, x, config, weights)
+    if ours.keys() != theirs.keys():
+        raise RuntimeError(f"the converted model's parameters differ: {sorted(ours.keys() ^ theirs.keys())[:5]}")
+    floor = FLOOR[config.autocast]
+    failed, worst, worst_share = [], "", -1.0
+    for key, ref in reference.items():
+        e_orig, e_conv = relative_difference(ours[key], ref), relative_difference(theirs[key], ref)
+        bound = MARGIN * e_orig + floor
+        text = f"{key}: {e_conv:.1e}, orig {e_orig:.1e}"
+        if not e_conv <= bound:  # NaN fails too
+            failed.append(text)
+        elif e_conv / bound > worst_share:
+            worst, worst_share = text, e_conv / bound
+    if failed:
+        return f"FAIL {failed[0]}" + (f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""), False
+    return f"ok ({worst})", True
+
+
+def swapped_summary(report: customops.ConversionReport) -> str:
+    """'17 Conv2d -> DepthwiseConv2d, ...': the swaps counted by kind."""
+    kinds: dict[str, int] = {}
+    for _, old, new in report.swapped:  # old, new: class names
+        kinds[f"{old} -> {new}"] = kinds.get(f"{old} -> {new}", 0) + 1
+    return ", ".join(f"{n} {k}" for k, n in kinds.items()) or "nothing"
+
+
+def run_config(name: str, spec: ModelSpec, pristine: nn.Module, config_name: str, shape: tuple[int, ...],
+               device: torch.device, warmup: int, repeats: int) -> tuple[Row, str]:
+    config = CONFIGS[config_name]
+    row = Row(name, "x".join(map(str, shape)), config_name, goal=spec.goal)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    original = copy.deepcopy(pristine).to(device, memory_format=config.memory_format)
+    converted, report = customops.convert(original, inplace=False)
+    converted = converted.to(memory_format=config.memory_format)
+    row.swapped = len(report)
+    torch.manual_seed(2)
+    x = torch.randn(shape, device=device).contiguous(memory_format=config.memory_format)
+
+    row.check, row.ok = check(original, converted, [name for name, _, _ in report.swapped], x, config)
+    if row.swapped == 0:
+        row.check, row.ok = "FAIL nothing swapped; " + row.check, False
+
+    original.train(), converted.train()
+    row.train_ms = tuple(interleaved_ms([train_step(original, x, config), train_step(converted, x, config)],
+                                        device, warmup, repeats))
+    original.eval(), converted.eval()
+    row.infer_ms = tuple(interleaved_ms([infer_step(original, x, config), infer_step(converted, x, config)],
+                                        device, warmup, repeats))
+    if device.type == "cuda":
+        row.peak_gib = torch.cuda.max_memory_allocated(device) / 2**30
+    return row, swapped_summary(report)
+
+
+def error_row(name: str, shape: tuple[int, ...], config_name: str, spec: ModelSpec, e: Exception) -> Row:
+    message = str(e).splitlines()[0] if str(e) else ""
+    return Row(name, "x".join(map(str, shape)), config_name, goal=spec.goal,
+               check=f"ERROR {type(e).__name__}: {message}"[:200])
+
+
+def markdown(rows: list[Row], preamble: str) -> str:
+    lines = [preamble, "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
+    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[Row], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases = [f"{r.model}\n{r.config}" for r in rows]
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(rows)), 4.5))
+    width = 0.38
+    xs = range(len(rows))
+    ax.bar([i - width / 2 for i in xs], [r.train_ratio for r in rows], width, label="training step")
+    ax.bar([i + width / 2 for i in xs], [r.infer_ratio for r in rows], width, label="inference step")
+    ax.scatter([i - width / 2 for i in xs], [r.goal for r in rows], marker="_", s=300, color="black", zorder=3,
+               label="goal (training)")
+    ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks(list(xs), cases, fontsize=7, rotation=30, ha="right")
+    ax.set_ylabel("converted / original time")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def _names(text: str, known: dict, what: str) -> list[str]:
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SystemExit(f"unknown {what}: {', '.join(unknown)} (known: {', '.join(known)})")
+    return names
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m customops.benchmark.models", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
+                   help="cuda (the default where there is one) or cpu (a sanity check, small batches)")
+    p.add_argument("--models", default=",".join(MODELS), help="comma-separated, of: " + ", ".join(MODELS))
+    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, of: " + ", ".join(CONFIGS))
+    size = p.add_mutually_exclusive_group()
+    size.add_argument("--batch-scale", type=float, default=1.0, help="multiply every model's default batch")
+    size.add_argument("--quick", action="store_true",
+                      help="batch 2 at a small resolution, few repeats (a smoke test, not a measurement)")
+    p.add_argument("--repeats", type=int,
+                   help="timed steps per model and phase (default 20 on CUDA, 5 on CPU, 2 with --quick)")
+    p.add_argument("--warmup", type=int, help="untimed steps first (default 3, 1 with --quick)")
+    p.add_argument("--markdown", help="write the table as Markdown to this file")
+    p.add_argument("--plot", help="write a PNG bar plot of the ratios to this file")
+    args = p.parse_args(argv)
+
+    device = torch.device(args.device)
+    models, configs = _names(args.models, MODELS, "model"), _names(args.configs, CONFIGS, "config")
+    repeats = args.repeats or (2 if args.quick else 20 if device.type == "cuda" else 5)
+    warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    try:
+        import torchvision
+        tv_version = torchvision.__version__
+    except ImportError:
+        tv_version = "not installed"
+    title = f"{device_name(device)}, torch {torch.__version__}, torchvision {tv_version}"
+    print(f"device: {title}; cuDNN TF32 {torch.backends.cudnn.allow_tf32}, "
+          f"matmul TF32 {torch.backends.cuda.matmul.allow_tf32}, cudnn.benchmark {torch.backends.cudnn.benchmark}",
+          flush=True)
+
+    rows: list[Row] = []
+    swaps: dict[str, str] = {}
+    for name in models:
+        spec = MODELS[name]
+        batch = 2 if args.quick else max(1, round(spec.batch[device.type] * args.batch_scale))
+        channels, size = spec.quick_input if args.quick else spec.input
+        shape = (batch, channels, size, size)
+        torch.manual_seed(0)
+        try:
+            pristine = spec.build(channels)
+        except Exception as e:  # noqa: BLE001  (torchvision missing: the other models still run)
+            traceback.print_exc()
+            rows += [error_row(name, shape, c, spec, e) for c in configs]
+            continue
+        for config_name in configs:
+            try:
+                row, swaps[name] = run_config(name, spec, pristine, config_name, shape, device, warmup, repeats)
+            except Exception as e:  # noqa: BLE001  (one broken configuration must not hide the others)
+                traceback.print_exc()
+                row = error_row(name, shape, config_name, spec, e)
+            rows.append(row)
+            print(columns([HEADER, row.cells()]).splitlines()[1], flush=True)
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+        print(f"{name}: customops.convert swapped {swaps.get(name, 'unknown (failed)')}", flush=True)
+
+    print()
+    print(columns([HEADER] + [r.cells() for r in rows]))
+    command = "python -m customops.benchmark.models " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.markdown:
+        now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+        swapped = "; ".join(f"{m}: {s}" for m, s in swaps.items())
+        preamble = (
+            f"Measured on {title}, customops {customops.__version__}, {now}.\n\n"
+            f"Command: `{command}`.\n\n"
+            f"Each row: the model, and its copy converted by `customops.convert` (swapped: {swapped}), "
+            "with the same weights. A training step is `zero_grad(set_to_none=True)`, forward, loss (mean of the "
+            "squared output, in float32) and backward, no optimizer; an inference step is an eval-mode forward "
+            "under `torch.inference_mode()`. bf16: `torch.autocast(dtype=torch.bfloat16)` around the forward; "
+            "channels_last: model and input in `torch.channels_last`. "
+            f"Times are medians of {repeats} steps after {warmup} warm-up step(s), original and converted "
+            "alternating step by step (CUDA events on GPU, wall clock on CPU), with PyTorch's defaults "
+            f"(cuDNN TF32 {torch.backends.cudnn.allow_tf32}, cudnn.benchmark {torch.backends.cudnn.benchmark}); "
+            "conv/orig below 1 means the converted model is faster; goal: the issue's target for the training "
+            "ratio. peak GiB: the most memory allocated on the GPU while the row ran; "
+            "peak GiB includes the check's float64 copy of the original. "
+            "Check (before timing, TF32 off): the eval-mode output, and in training mode (batch statistics; "
+            "dropout and stochastic depth off) the output, the input gradient, each swapped module's weight "
+            "gradient and all parameter gradients as one vector, of the original and the converted model in the "
+            "row's configuration and of the original in float64; for each, the converted model's relative error "
+            f"||converted - float64|| / ||float64|| must stay under {MARGIN:g} x the original's + "
+            f"{FLOOR[None]:.0e} (float32) or + {FLOOR[torch.bfloat16]:.0e} (bf16); the cell gives the errors of the "
+            "quantity closest to its bound (of the first failing one, on failure).")
+        with open(args.markdown, "w") as f:
+            f.write(markdown(rows, preamble))
+    if args.plot:
+        plot(rows, args.plot, title)
+    failed = [r for r in rows if not r.ok]
+    if failed:
+        print(f"{len(failed)} of {len(rows)} rows failed their check", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""python -m customops.benchmark.models: a CPU smoke run of the whole CLI on tiny inputs, and its check failing."""
+
+import pytest
+import torch
+from torch import nn
+
+import customops
+from customops.benchmark import models
+from customops.benchmark.replknet import RepLKStage
+
+QUICK = ["--device", "cpu", "--quick", "--repeats", "1", "--warmup", "0"]
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    # A smoke run, not a measurement: on a busy machine OpenMP threads waiting for each other take ten
+    # times the work's own time.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_replknet_stage_has_large_and_small_depthwise_branches():
+    stage = RepLKStage(channels=8, depth=2)
+    depthwise = [m.kernel_size for m in stage.modules() if isinstance(m, nn.Conv2d) and m.groups == 8]
+    assert sorted(depthwise) == [(5, 5), (5, 5), (31, 31), (31, 31)]
+    x = torch.randn(2, 8, 12, 12)
+    assert stage(x).shape == x.shape
+
+
+def test_cli_runs_checks_and_writes_markdown(tmp_path, capsys):
+    pytest.importorskip("torchvision")
+    md = tmp_path / "models.md"
+    argv = QUICK + ["--models", "mobilenet_v2,replknet31", "--configs", "float32-nchw,bf16-channels_last",
+                    "--markdown", str(md), "--plot", str(tmp_path / "models.png")]
+    assert models.main(argv) == 0
+    out = capsys.readouterr().out
+    # mobilenet_v2 has 17 inverted residual blocks, each with one depthwise 3x3; the stage 2 x (31x31 + 5x5).
+    assert "mobilenet_v2: customops.convert swapped 17 Conv2d -> DepthwiseConv2d" in out
+    assert "replknet31: customops.convert swapped 4 Conv2d -> DepthwiseConv2d" in out
+    text = md.read_text()
+    assert "Command: `python -m customops.benchmark.models " + " ".join(argv) + "`" in text
+    assert f"torch {torch.__version__}" in text
+    rows = [line for line in text.splitlines() if line.startswith("| mobilenet_v2") or line.startswith("| replknet")]
+    assert len(rows) == 4
+    for row in rows:
+        assert "| ok (" in row, row
+        ratios = [float(cell) for cell in row.split(" | ")[6:11:4]]  # train and infer conv/orig
+        assert all(r > 0 for r in ratios), row
+    assert (tmp_path / "models.png").stat().st_size > 0
+
+
+def test_a_wrong_conversion_fails_the_check_and_the_exit_code(tmp_path, monkeypatch):
+    convert = customops.convert
+
+    def convert_then_perturb(model, **kwargs):
+        converted, report = convert(model, **kwargs)
+        weight = converted.get_submodule(report.swapped[0][0]).weight
+        with torch.no_grad():
+            weight.add_(torch.randn_like(weight) * weight.std() * 0.01)  # noise: a scale would vanish in the BNs
+        return converted, report
+
+    monkeypatch.setattr(customops, "convert", convert_then_perturb)
+    md = tmp_path / "models.md"
+    assert models.main(QUICK + ["--models", "replknet31", "--configs", "float32-nchw", "--markdown", str(md)]) == 1
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| replknet31"))
+    assert "| FAIL eval output: " in row
