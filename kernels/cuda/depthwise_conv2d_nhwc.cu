@@ -1,28 +1,28 @@
 // depthwise_conv2d on CUDA, channels_last (NHWC in memory).
 //
-// In NHWC the channels of a pixel are contiguous, so the kernels work on
-// chunks of channels: 32 bytes of a pixel (16 half, 8 float or 4 double
-// lanes), one memory sector. A block owns one chunk and walks tiles of output
-// pixels. Each tile's input (its rows and columns plus the window's halo, all
-// lanes of the chunk) is staged into shared memory in the same pixel-major
-// layout, with cp.async where the chunk's words are aligned so that the next
-// tile loads while this one computes (two buffers), and zeros outside the
-// image. A thread then owns V lanes (4, or 2 doubles) and a strip of kS
-// neighbouring outputs of a row: for each kernel row it slides over the
-// kS + TJ - 1 staged columns of a tap block, so each staged value it reads
-// feeds up to TJ taps. Taps are staged once per block as opmath, blocked by TJ
-// (the kernel width for 1, 3, 5, 7; blocks of 4 otherwise, the missing taps
-// skipped, never multiplied as zeros: 0 * inf would make a NaN).
+// In NHWC the channels of a pixel are contiguous. Every kernel stages its
+// input into shared memory in the same pixel-major layout (a block's share of
+// each pixel's channels, zeros outside the image), with cp.async where the
+// words are aligned, so that the next rows load while the current ones are
+// used. A thread owns V lanes (4, or 2 doubles) and a strip of kS neighbouring
+// outputs of a row: for each kernel row it slides over the kS + TJ - 1 staged
+// columns of a block of TJ taps, so each staged value it reads feeds up to TJ
+// taps. Tap blocks are the kernel width for 1, 3, 5, 7 and 4 otherwise, the
+// missing taps skipped, never multiplied as zeros (0 * inf would be a NaN).
 //
-// Forward: output channel o reads input channel o / m. Input gradient at unit
-// stride with m == 1: the same correlation over grad_out with flipped taps and
-// padding (k-1)*d - p. Other input gradients, and windows whose tiles would not
-// fit in shared memory, take direct kernels (one thread per pixel and V lanes,
-// a fixed order of taps). Weight gradient: a block sums, for its chunk and a
-// band of kernel rows, the products of a contiguous range of tiles (thread:
-// V lanes, one kernel row, TJ taps, one row of each tile, sliding as above);
-// the block's row groups are added in group order and the blocks' partial sums
-// by at::sum: deterministic, no atomics.
+// Forward (output channel o reads input channel o / m) and the input gradient
+// at unit stride with m == 1 (the same correlation over grad_out with flipped
+// taps and padding (k-1)*d - p) stream rows: a block owns a share of the
+// channels (all of a pixel's up to 512 bytes), a tile of columns and a band of
+// output rows, and keeps the input rows its steps read in a ring (row_corr_kernel).
+// Other input gradients, and windows too large for shared memory, take direct
+// kernels (one thread per pixel and V lanes, a fixed order of taps).
+//
+// Weight gradient: a block owns 32 bytes of each pixel's channels and a band
+// of kernel rows, and sums the products of a contiguous range of tiles of
+// output positions (thread: V lanes, one kernel row, TJ taps, one row of each
+// tile, sliding as above); the block's row groups are added in group order and
+// the blocks' partial sums by at::sum: deterministic, no atomics.
 #include "kernels/cuda/depthwise_conv2d_nhwc.cuh"
 
 #include <ATen/Dispatch.h>
@@ -33,16 +33,20 @@
 #include <c10/cuda/CUDAException.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <vector>
 
 #include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda::depthwise_nhwc {
 namespace {
 
-constexpr int kS = 7;            // outputs per thread along a row (odd: see corr_tiling)
-constexpr int kMaxStrips = 8;    // strips of kS outputs per tile row
+constexpr int kS = 7;            // outputs per thread along a row
 constexpr int kThreads = 256;    // block size, at most
 constexpr int kChunkBytes = 32;  // bytes of a pixel's channels a block owns
 constexpr size_t kTwoBufferBudget = 112 * 1024;  // shared memory of a double-buffered block
@@ -242,134 +246,242 @@ __device__ __forceinline__ void store_lanes(scalar_t* out, const opmath_t (&acc)
 }
 
 // ---------------------------------------------------------------------------
-// Correlation (forward, and the unit-stride input gradient): tiles of `rows`
-// output rows by strips_x * kS columns.
+// Correlation (forward, and the unit-stride input gradient), streamed by rows.
+//
+// A block owns `pl` lanes (a whole pixel's channels, or an even share of them
+// up to 512 bytes: the staged runs are then contiguous in memory), tw output
+// columns and a band of output rows. It keeps the input rows its steps read in
+// a ring of `cap` shared-memory rows and computes `rs` output rows a step;
+// each step stages only the rows the step `depth` ahead adds (cp.async, so they
+// load while this step computes). Every input row of the band is thus staged
+// once. (Blocks that owned 32 bytes of each pixel, each reading a sector of
+// every line it touched, moved their tiles at a third of the copy bandwidth.)
 
-struct CorrTiling {
-  int strips_x, rows, tiles_x, tiles_y, chunks;
-  int in_rows, in_cols, kwp;  // staged source rows and columns; kernel width padded to TJ
-  int tile_elems, w_bytes, nbuf, threads;
+// One input row into a ring slot: cols pixels from column x0 on, lanes
+// c0 .. c0 + pl of each; zeros outside the image and past the last channel
+// (row == nullptr: the row is outside the image). Thread's first word
+// (p0, u0), then steps of (dp, du) words, without divisions.
+template <typename scalar_t, typename Word>
+__device__ __forceinline__ void stage_row_words(scalar_t* __restrict__ dst, const scalar_t* __restrict__ row,
+                                                const scalar_t* __restrict__ any, int64_t w, int64_t channels,
+                                                int64_t c0, int64_t x0, int cols, int pl, int wpp, int p0, int u0,
+                                                int dp, int du) {
+  constexpr int kPer = sizeof(Word) / sizeof(scalar_t);
+  int p = p0, u = u0;
+  while (p < cols) {
+    const int64_t x = x0 + p, ch = c0 + int64_t(u) * kPer;
+    const bool ok = row != nullptr && x >= 0 && x < w && ch < channels;
+    copy_word(reinterpret_cast<Word*>(dst + p * pl + u * kPer), ok ? row + x * channels + ch : any, ok);
+    u += du;
+    p += dp;
+    if (u >= wpp) {
+      u -= wpp;
+      ++p;
+    }
+  }
+}
+
+// Lane by lane: lane l holds channel (c0 + l) / m, for c0 + l < lanes_end.
+template <typename scalar_t>
+__device__ __forceinline__ void stage_row_lanes(scalar_t* __restrict__ dst, const scalar_t* __restrict__ row,
+                                                int64_t w, int64_t channels, int64_t c0, int64_t lanes_end, int m,
+                                                int64_t x0, int cols, int pl, int p0, int u0, int dp, int du) {
+  int p = p0, u = u0;
+  while (p < cols) {
+    const int64_t x = x0 + p;
+    const bool ok = row != nullptr && x >= 0 && x < w && c0 + u < lanes_end;
+    dst[p * pl + u] = ok ? row[x * channels + (c0 + u) / m] : scalar_t(0);
+    u += du;
+    p += dp;
+    if (u >= pl) {
+      u -= pl;
+      ++p;
+    }
+  }
+}
+
+template <typename scalar_t>
+__device__ __forceinline__ void stage_row(const Source<scalar_t>& s, scalar_t* dst, const scalar_t* row, int64_t c0,
+                                          int64_t lanes_end, int64_t x0, int cols, int pl, int wpp, int p0, int u0,
+                                          int dp, int du) {
+  switch (s.word) {
+    case 16:
+      stage_row_words<scalar_t, uint4>(dst, row, s.img, s.w, s.channels, c0, x0, cols, pl, wpp, p0, u0, dp, du);
+      break;
+    case 8:
+      stage_row_words<scalar_t, uint2>(dst, row, s.img, s.w, s.channels, c0, x0, cols, pl, wpp, p0, u0, dp, du);
+      break;
+    case 4:
+      if constexpr (sizeof(scalar_t) <= 4) {
+        stage_row_words<scalar_t, uint32_t>(dst, row, s.img, s.w, s.channels, c0, x0, cols, pl, wpp, p0, u0, dp,
+                                            du);
+      }
+      break;
+    default:
+      stage_row_lanes(dst, row, s.w, s.channels, c0, lanes_end, s.m, x0, cols, pl, p0, u0, dp, du);
+  }
+}
+
+struct RowTiling {
+  int pl, chunks;             // lanes a block owns; blocks across the channels
+  int strips_x, tw, tiles_x;  // strips of kS outputs a row; tile width; tiles across the row
+  int rs, band, bands;        // output rows a step; a band (a block's rows); bands down the plane
+  int span, depth, cap;       // input rows a step reads; steps staged ahead; ring rows
+  int in_cols, kwp;           // staged columns; kernel width padded to TJ
+  int slot_elems, w_bytes, wpp, threads;
   size_t smem;
 };
 
-// UNIT: unit stride and dilation along rows, where a thread's kS outputs share
-// their staged columns.
-template <typename scalar_t, int TJ, bool UNIT>
-__global__ void __launch_bounds__(kThreads, 2)
-    corr_tile_kernel(Source<scalar_t> src, const scalar_t* __restrict__ weight, const scalar_t* __restrict__ bias,
-                     scalar_t* __restrict__ dst, Geometry g, CorrTiling t) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  constexpr int kLanes = chunk_lanes<scalar_t>(), V = thread_lanes<scalar_t>(), kGroups = kLanes / V;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  opmath_t* s_w = reinterpret_cast<opmath_t*>(smem_raw);
-  scalar_t* s_tiles = reinterpret_cast<scalar_t*>(smem_raw + t.w_bytes);
-  const int tid = threadIdx.x;
-  const int cg = tid % kGroups, sx = tid / kGroups % t.strips_x, r = tid / (kGroups * t.strips_x);
-  const int64_t o0 = int64_t(blockIdx.x % t.chunks) * kLanes, o = o0 + cg * V;
-  const int taps = g.kh * g.kw;
+// Blocks of at most kRowThreads threads, two a multiprocessor: the compiler
+// keeps a thread to 96 registers (ten warps of 96 fit each scheduler's
+// quarter of the register file twice). At 107 registers one 9-warp block ran
+// per multiprocessor and the 3x3 forward issued an instruction every 4.7
+// cycles a warp, at a quarter of the copy bandwidth.
+constexpr int kRowThreads = 320;
 
-  for (int k = tid; k < g.kh * t.kwp * kLanes; k += blockDim.x) {
-    const int lane = k % kLanes, tap = k / kLanes, i = tap / t.kwp, j = tap % t.kwp;
-    const int64_t oc = o0 + lane;
-    opmath_t v = 0;
-    if (j < g.kw && oc < g.dst_c) {
-      const int idx = g.flipped ? (g.kh - 1 - i) * g.kw + (g.kw - 1 - j) : i * g.kw + j;
-      v = static_cast<opmath_t>(weight[oc * taps + idx]);
+// Thread (cg, sx, rr): lanes cg*V.., outputs sx*kS.. of output row rr of each
+// step. UNIT: unit stride and dilation along rows, where a thread's kS outputs
+// share their staged columns and each staged value feeds up to TJ taps. Image
+// coordinates fit in 32 bits (the plan's sizes do); offsets into tensors are
+// 64-bit.
+template <typename scalar_t, int TJ, bool UNIT>
+__global__ void __launch_bounds__(kRowThreads, 2)
+    row_corr_kernel(Source<scalar_t> src, const scalar_t* __restrict__ weight, const scalar_t* __restrict__ bias,
+                    scalar_t* __restrict__ dst, Geometry g, RowTiling t) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  constexpr int V = thread_lanes<scalar_t>();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  opmath_t* s_w = reinterpret_cast<opmath_t*>(smem_raw);  // taps [kh][kwp][pl]
+  scalar_t* s_ring = reinterpret_cast<scalar_t*>(smem_raw + t.w_bytes);
+  const int tid = threadIdx.x, threads = blockDim.x, cgs = t.pl / V;
+  const int cg = tid % cgs, sx = tid / cgs % t.strips_x, rr = tid / (cgs * t.strips_x);
+  int64_t b = blockIdx.x;
+  const int o0 = static_cast<int>(b % t.chunks) * t.pl, o = o0 + cg * V;
+  b /= t.chunks;
+  const int tx = static_cast<int>(b % t.tiles_x);
+  b /= t.tiles_x;
+  const int oy_begin = static_cast<int>(b % t.bands) * t.band;
+  const int64_t n = b / t.bands;
+  const int dst_h = int(g.dst_h), dst_w = int(g.dst_w), dst_c = int(g.dst_c);
+  const int oy_end = std::min(dst_h, oy_begin + t.band);
+  const int steps = (oy_end - oy_begin + t.rs - 1) / t.rs;
+  const int x0 = tx * t.tw * g.sw - g.pw, a0 = oy_begin * g.sh - g.ph, advance = t.rs * g.sh;
+  const int p0 = tid / t.wpp, u0 = tid % t.wpp, dp = threads / t.wpp, du = threads % t.wpp;
+  const int64_t row_elems = src.w * src.channels;
+  const scalar_t* img = src.img + n * src.h * row_elems;
+
+  // Step s reads input rows a0 + s*advance .. + span; it stages those that
+  // the step before did not read. Row a0 + r lives in slot r % cap.
+  auto stage_step = [&](int s) {
+    const int a = a0 + s * advance, from = s == 0 ? a : std::max(a, a - advance + t.span);
+    int slot = (from - a0) % t.cap;
+    for (int y = from; y < a + t.span; ++y) {
+      const scalar_t* row = y >= 0 && y < src.h ? img + y * row_elems : nullptr;
+      stage_row(src, s_ring + slot * t.slot_elems, row, o0, dst_c, x0, t.in_cols, t.pl, t.wpp, p0, u0, dp, du);
+      if (++slot == t.cap) slot = 0;
     }
-    s_w[k] = v;
+  };
+  stage_step(0);
+  cp_async_commit();
+  if (t.depth == 2) {
+    if (steps > 1) stage_step(1);
+    cp_async_commit();
+  }
+
+  // Taps, read in memory order while the rows load.
+  const int taps = g.kh * g.kw;
+  for (int k = tid; k < t.pl * taps; k += threads) {
+    const int lane = k / taps, tap = k - lane * taps, i = tap / g.kw, j = tap - i * g.kw;
+    const int64_t oc = o0 + lane;
+    s_w[(i * t.kwp + j) * t.pl + lane] =
+        oc < dst_c ? static_cast<opmath_t>(weight[oc * taps + (g.flipped ? taps - 1 - tap : tap)]) : opmath_t(0);
+  }
+  const int pad = t.kwp - g.kw;
+  for (int k = tid; k < g.kh * pad * t.pl; k += threads) {
+    const int lane = k % t.pl, ij = k / t.pl;
+    s_w[((ij / pad) * t.kwp + g.kw + ij % pad) * t.pl + lane] = 0;
   }
   opmath_t bv[V];
 #pragma unroll
-  for (int k = 0; k < V; ++k) bv[k] = bias != nullptr && o + k < g.dst_c ? static_cast<opmath_t>(bias[o + k]) : 0;
-  const int live_lanes = static_cast<int>(std::clamp<int64_t>(g.dst_c - o, 0, V));
-  const bool vec_store = g.dst_c % V == 0;
+  for (int k = 0; k < V; ++k) bv[k] = bias != nullptr && o + k < dst_c ? static_cast<opmath_t>(bias[o + k]) : 0;
+  const int live_lanes = std::clamp(dst_c - o, 0, V);
+  const bool vec_store = dst_c % V == 0;
+  const int ox = tx * t.tw + sx * kS;
+  const bool computes = rr < t.rs && ox < dst_w && live_lanes > 0;
+  const scalar_t* thread_ring = s_ring + (sx * kS * g.sw) * t.pl + cg * V;
+  const opmath_t* thread_taps = s_w + cg * V;
+  int first = (rr * g.sh) % t.cap;  // slot of the thread's first input row at step s
 
-  const int tw = t.strips_x * kS;
-  const int64_t tiles = g.batch * t.tiles_y * t.tiles_x, step = gridDim.x / t.chunks;
-  const int64_t image = src.h * src.w * src.channels;
-  auto issue = [&](int64_t tile, scalar_t* buf) {
-    const int64_t tx = tile % t.tiles_x, rest = tile / t.tiles_x, ty = rest % t.tiles_y, n = rest / t.tiles_y;
-    Source<scalar_t> s = src;
-    s.img += n * image;
-    stage(buf, s, o0, g.dst_c, ty * t.rows * g.sh - g.ph, tx * tw * g.sw - g.pw, t.in_rows, t.in_cols);
-  };
-  int64_t k = blockIdx.x / t.chunks;
-  if (k < tiles) issue(k, s_tiles);
-  cp_async_commit();
-  for (int it = 0; k < tiles; k += step, ++it) {
-    const int64_t next = k + step;
-    const scalar_t* cur = s_tiles + (t.nbuf == 2 ? (it & 1) * t.tile_elems : 0);
-    if (t.nbuf == 2) {
-      if (next < tiles) issue(next, s_tiles + ((it + 1) & 1) * t.tile_elems);
-      cp_async_commit();
+  for (int s = 0; s < steps; ++s) {
+    if (t.depth == 2) {
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
-    __syncthreads();  // the tile (and the taps) are in shared memory
+    __syncthreads();  // step s's rows (and the taps) are in; step s-1 is done with its rows
+    if (s + t.depth < steps) stage_step(s + t.depth);
+    cp_async_commit();
 
-    const int64_t tx = k % t.tiles_x, rest = k / t.tiles_x, ty = rest % t.tiles_y, n = rest / t.tiles_y;
-    const int64_t oy = ty * t.rows + r, ox = tx * tw + sx * kS;
-    if (r < t.rows && oy < g.dst_h && ox < g.dst_w && live_lanes > 0) {
+    const int oy = oy_begin + s * t.rs + rr;
+    if (computes && oy < oy_end) {
       opmath_t acc[kS][V];
 #pragma unroll
-      for (int s = 0; s < kS; ++s) {
+      for (int q = 0; q < kS; ++q) {
 #pragma unroll
-        for (int v = 0; v < V; ++v) acc[s][v] = 0;
+        for (int v = 0; v < V; ++v) acc[q][v] = 0;
       }
-      const scalar_t* base = cur + (r * g.sh * t.in_cols + sx * kS * g.sw) * kLanes + cg * V;
+      int slot = first;
       for (int i = 0; i < g.kh; ++i) {
-        const scalar_t* row = base + i * g.dh * t.in_cols * kLanes;
-        const opmath_t* wrow = s_w + i * t.kwp * kLanes + cg * V;
+        const scalar_t* row = thread_ring + slot * t.slot_elems;
+        const opmath_t* wrow = thread_taps + i * t.kwp * t.pl;
+        slot += g.dh;
+        if (slot >= t.cap) slot -= t.cap;
         for (int jb = 0; jb < t.kwp; jb += TJ) {
           opmath_t wv[TJ][V];
           bool ok[TJ];
 #pragma unroll
           for (int q = 0; q < TJ; ++q) {
-            load_lanes<opmath_t, V>(wrow + (jb + q) * kLanes, wv[q]);
+            load_lanes<opmath_t, V>(wrow + (jb + q) * t.pl, wv[q]);
             ok[q] = jb + q < g.kw;
           }
           if constexpr (UNIT) {
 #pragma unroll
             for (int c = 0; c < kS + TJ - 1; ++c) {
               opmath_t xv[V];
-              load_lanes<scalar_t, V>(row + (jb + c) * kLanes, xv);
+              load_lanes<scalar_t, V>(row + (jb + c) * t.pl, xv);
 #pragma unroll
-              for (int s = 0; s < kS; ++s) {
-                const int q = c - s;
-                if (q >= 0 && q < TJ && ok[q]) {
+              for (int q = 0; q < kS; ++q) {
+                const int j = c - q;
+                if (j >= 0 && j < TJ && ok[j]) {
 #pragma unroll
-                  for (int v = 0; v < V; ++v) acc[s][v] += wv[q][v] * xv[v];
+                  for (int v = 0; v < V; ++v) acc[q][v] += wv[j][v] * xv[v];
                 }
               }
             }
           } else {
 #pragma unroll
-            for (int s = 0; s < kS; ++s) {
+            for (int q = 0; q < kS; ++q) {
 #pragma unroll
-              for (int q = 0; q < TJ; ++q) {
-                if (ok[q]) {
+              for (int j = 0; j < TJ; ++j) {
+                if (ok[j]) {
                   opmath_t xv[V];
-                  load_lanes<scalar_t, V>(row + (s * g.sw + (jb + q) * g.dw) * kLanes, xv);
+                  load_lanes<scalar_t, V>(row + (q * g.sw + (jb + j) * g.dw) * t.pl, xv);
 #pragma unroll
-                  for (int v = 0; v < V; ++v) acc[s][v] += wv[q][v] * xv[v];
+                  for (int v = 0; v < V; ++v) acc[q][v] += wv[j][v] * xv[v];
                 }
               }
             }
           }
         }
       }
-      scalar_t* out = dst + ((n * g.dst_h + oy) * g.dst_w + ox) * g.dst_c + o;
+      scalar_t* out = dst + ((n * dst_h + oy) * dst_w + ox) * g.dst_c + o;
 #pragma unroll
-      for (int s = 0; s < kS; ++s) {
-        if (ox + s < g.dst_w) store_lanes<scalar_t, V>(out + s * g.dst_c, acc[s], bv, live_lanes, vec_store);
+      for (int q = 0; q < kS; ++q) {
+        if (ox + q < dst_w) store_lanes<scalar_t, V>(out + q * g.dst_c, acc[q], bv, live_lanes, vec_store);
       }
     }
-    __syncthreads();  // the buffer is consumed before it is staged again
-    if (t.nbuf == 1 && next < tiles) {
-      issue(next, s_tiles);
-      cp_async_commit();
-    }
+    first += advance;
+    if (first >= t.cap) first -= t.cap;
   }
 }
 
@@ -377,76 +489,139 @@ size_t align16(size_t bytes) {
   return (bytes + 15) / 16 * 16;
 }
 
-// Rows of a tile: the most rows (at most kThreads threads a block) that waste
-// the fewest threads on rows past the plane's end and on idle lanes of warps.
-int best_rows(int64_t height, int row_threads, int most) {
-  int best_rows = 1;
-  double best = -1;
-  for (int rows = 1; rows <= std::max(1, most); ++rows) {
-    const int threads = (rows * row_threads + 31) / 32 * 32;
-    const int64_t tiles = ceil_div(height, rows);
-    const double used = double(rows * row_threads) / threads * double(height) / double(tiles * rows);
-    if (used >= best) {
-      best = used;
-      best_rows = rows;
-    }
-  }
-  return best_rows;
+// Blocks of `threads` threads and `smem` bytes that a multiprocessor holds:
+// registers are split among its four schedulers, each holding whole warps.
+int blocks_per_sm(int regs, int threads, size_t smem) {
+  const auto* props = at::cuda::getCurrentDeviceProperties();
+  const int warps = (threads + 31) / 32, per_warp = (regs * 32 + 255) / 256 * 256;
+  const int quarter = props->regsPerMultiprocessor / 4;
+  int blocks = std::min(props->maxThreadsPerMultiProcessor / (warps * 32), props->maxBlocksPerMultiProcessor);
+  blocks = std::min<int>(blocks, int(props->sharedMemPerMultiprocessor / (smem + props->reservedSharedMemPerBlock)));
+  while (blocks > 0 && (blocks * warps + 3) / 4 * per_warp > quarter) --blocks;
+  return blocks;
 }
 
-// The tiling of a correlation, or none when even one row of tile with one
-// buffer would not fit in shared memory (the direct kernel runs then). kS is
-// odd so that the strips of a warp start in different banks: a quarter-warp's
-// four strips read 32-byte pixels kS apart.
+// The block's shape, of all that fit: the share of the channels (a whole
+// pixel's up to 512 bytes, halved down to one thread's lanes), tiles across
+// the row, rows a step and steps staged ahead. The score is the warps a
+// multiprocessor holds (up to 16: on an H100 16 warps kept the schedulers
+// issuing at 2.3-2.5 instructions a cycle), times the share of staged columns
+// that are outputs' (the rest are read twice), a little less with one step
+// staged ahead or shares under 128 bytes a pixel (less of each line read);
+// near-equal scores go to more, smaller blocks a multiprocessor (fewer warps
+// wait at each barrier).
 template <typename scalar_t>
-std::optional<CorrTiling> corr_tiling(const Geometry& g, int tj, bool unit) {
+std::optional<RowTiling> row_tiling(const Geometry& g, int tj, bool unit, int word, int regs) {
   using opmath_t = at::opmath_type<scalar_t>;
-  constexpr int kLanes = chunk_lanes<scalar_t>(), kGroups = kLanes / thread_lanes<scalar_t>();
-  CorrTiling t{};
-  t.chunks = int(ceil_div(g.dst_c, kLanes));
-  t.kwp = int(ceil_div(g.kw, tj) * tj);
-  const int64_t strips = ceil_div(g.dst_w, kS);
-  t.tiles_x = int(ceil_div(strips, kMaxStrips));
-  t.strips_x = int(ceil_div(strips, t.tiles_x));
-  const int row_threads = kGroups * t.strips_x;
-  const int tw = t.strips_x * kS;
-  const size_t w_bytes = align16(size_t(g.kh) * t.kwp * kLanes * sizeof(opmath_t));
-  const size_t optin = at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin;
-  auto fill = [&](int rows, int nbuf) {
-    const int64_t in_rows = int64_t(rows - 1) * g.sh + int64_t(g.kh - 1) * g.dh + 1;
-    const int64_t in_cols = unit ? tw + t.kwp - 1 : int64_t(tw - 1) * g.sw + int64_t(t.kwp - 1) * g.dw + 1;
-    const int64_t elems = in_rows * in_cols * kLanes;
-    const size_t smem = w_bytes + size_t(nbuf) * size_t(elems) * sizeof(scalar_t);
-    if (elems > (int64_t(1) << 30)) return false;
-    t.rows = rows;
-    t.nbuf = nbuf;
-    t.in_rows = int(in_rows);
-    t.in_cols = int(in_cols);
-    t.tile_elems = int(elems);
-    t.w_bytes = int(w_bytes);
-    t.smem = smem;
-    return smem <= (nbuf == 2 ? std::min(kTwoBufferBudget, optin) : optin);
-  };
-  const int rows = best_rows(g.dst_h, row_threads, kThreads / row_threads);
-  bool fits = false;
-  for (int nbuf = 2; nbuf >= 1 && !fits; --nbuf) {
-    for (int r = rows;; r = (r + 1) / 2) {
-      if ((fits = fill(r, nbuf)) || r == 1) break;
+  constexpr int V = thread_lanes<scalar_t>();
+  constexpr int64_t kElem = sizeof(scalar_t);
+  const auto* props = at::cuda::getCurrentDeviceProperties();
+  const int64_t granule = std::max<int64_t>(V, word > 0 ? word / kElem : 1);
+  const int kwp = int(ceil_div(g.kw, tj) * tj);
+  const int64_t strips_total = ceil_div(g.dst_w, kS);
+  std::optional<RowTiling> best;
+  double best_score = 0;
+  int best_blocks = 0;
+  for (int64_t parts = ceil_div(g.dst_c * kElem, 512);; parts *= 2) {
+    const int64_t pl = ceil_div(ceil_div(g.dst_c, parts), granule) * granule, cgs = pl / V;
+    const size_t w_bytes = align16(size_t(g.kh) * kwp * pl * sizeof(opmath_t));
+    for (int64_t tiles_x = 1, last = 0; tiles_x <= strips_total; ++tiles_x) {
+      const int64_t strips_x = ceil_div(strips_total, tiles_x);
+      if (strips_x == last) continue;
+      last = strips_x;
+      if (cgs * strips_x > kRowThreads) continue;
+      const int64_t tw = strips_x * kS;
+      const int64_t in_cols = unit ? tw + kwp - 1 : (tw - 1) * g.sw + int64_t(kwp - 1) * g.dw + 1;
+      const int64_t rs_most = std::clamp<int64_t>(kRowThreads / (cgs * strips_x), 1, std::min<int64_t>(8, g.dst_h));
+      for (int64_t rs = 1; rs <= rs_most; ++rs) {
+        const int64_t span = (rs - 1) * g.sh + int64_t(g.kh - 1) * g.dh + 1;
+        for (int depth = 2; depth >= 1; --depth) {
+          const int64_t cap = span + depth * rs * g.sh;
+          const int64_t elems = cap * in_cols * pl;
+          const size_t smem = w_bytes + size_t(elems) * kElem;
+          if (elems > (int64_t(1) << 30) || smem > props->sharedMemPerBlockOptin) continue;
+          const int threads = int((cgs * strips_x * rs + 31) / 32 * 32);
+          const int blocks = blocks_per_sm(regs, threads, smem);
+          if (blocks == 0) continue;
+          const double score = std::min(blocks * threads / 32, 16) * double(tw) / double(in_cols) *
+                               (depth == 2 ? 1.0 : 0.95) * std::sqrt(std::min(1.0, double(pl * kElem) / 128));
+          if (score < best_score * 0.99 || (score < best_score * 1.01 && blocks <= best_blocks)) continue;
+          best_score = std::max(score, best_score);
+          best_blocks = blocks;
+          RowTiling t{};
+          t.pl = int(pl);
+          t.chunks = int(ceil_div(g.dst_c, pl));
+          t.strips_x = int(strips_x);
+          t.tw = int(tw);
+          t.tiles_x = int(ceil_div(strips_total, strips_x));
+          t.rs = int(rs);
+          t.span = int(span);
+          t.depth = depth;
+          t.cap = int(cap);
+          t.in_cols = int(in_cols);
+          t.kwp = kwp;
+          t.slot_elems = int(in_cols * pl);
+          t.w_bytes = int(w_bytes);
+          t.wpp = word > 0 ? int(pl * kElem / word) : int(pl);
+          t.threads = threads;
+          t.smem = smem;
+          best = t;
+        }
+      }
     }
+    if (pl <= granule) break;
   }
-  if (!fits) return std::nullopt;
-  t.tiles_y = int(ceil_div(g.dst_h, t.rows));
-  t.threads = (row_threads * t.rows + 31) / 32 * 32;
-  return t;
+  return best;
 }
 
-// Blocks of the persistent kernels that the device holds at once: a grid of
-// at most that many runs in one wave (a block more would double the time).
+// Lets a kernel take all of a multiprocessor's shared memory (left to itself
+// the driver picked a 100 KB carve-out that held one 89 KB block) and returns
+// its registers a thread.
+template <typename Kernel>
+int prepare(Kernel* kernel) {
+  const auto* props = at::cuda::getCurrentDeviceProperties();
+  C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(props->sharedMemPerBlockOptin)));
+  C10_CUDA_CHECK(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared));
+  cudaFuncAttributes attributes{};
+  C10_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+  return attributes.numRegs;
+}
+
+// Launch configurations, computed once per device, geometry and staging
+// word: choosing one queries the device and scores hundreds of shapes (tens
+// of microseconds on the host, as long as a small forward on the GPU).
+template <typename Value>
+class Memo {
+ public:
+  template <typename Make>
+  Value get(const std::vector<int64_t>& key, Make&& make) {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const auto it = map_.find(key);
+      if (it != map_.end()) return it->second;
+    }
+    Value value = make();
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (map_.size() >= 4096) map_.clear();  // dynamic shapes: bounded
+    map_.emplace(key, value);
+    return value;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::map<std::vector<int64_t>, Value> map_;
+};
+
+std::vector<int64_t> key_of(const Geometry& g, int64_t word, int64_t word2 = 0) {
+  return {at::cuda::current_device(), g.batch, g.src_c, g.dst_c, g.src_h, g.src_w, g.dst_h, g.dst_w, g.kh, g.kw,
+          g.sh, g.sw, g.dh, g.dw, g.ph, g.pw, g.m, g.flipped, word, word2};
+}
+
+// Blocks of a kernel that the device holds at once.
 template <typename Kernel>
 int64_t resident_blocks(Kernel* kernel, int threads, size_t smem) {
-  if (smem > 48 * 1024) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  }
   int per_sm = 0;
   C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
   return int64_t(std::max(per_sm, 1)) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
@@ -459,16 +634,39 @@ int64_t even_share(int64_t items, int64_t blocks) {
   return ceil_div(items, per);
 }
 
+// Bands: the count whose waves of blocks take the fewest row-steps, a block
+// costing its steps plus the span its first step stages (e.g. 64 images of
+// 56 rows, 3x3, on 264 resident blocks: 4 bands of 14 rows in one wave, not
+// 8 of 7 in two).
 template <typename scalar_t, int TJ, bool UNIT>
 bool run_corr(const Source<scalar_t>& src, const scalar_t* weight, const scalar_t* bias, scalar_t* dst,
               const Geometry& g, cudaStream_t stream) {
-  const auto t = corr_tiling<scalar_t>(g, TJ, UNIT);
+  auto kernel = row_corr_kernel<scalar_t, TJ, UNIT>;
+  static Memo<std::optional<RowTiling>> memo;
+  const auto t = memo.get(key_of(g, src.word), [&]() -> std::optional<RowTiling> {
+    auto t = row_tiling<scalar_t>(g, TJ, UNIT, src.word, prepare(kernel));
+    if (!t) return t;
+    const int64_t resident = resident_blocks(kernel, t->threads, t->smem);
+    const int64_t base = t->chunks * g.batch * t->tiles_x, steps = ceil_div(g.dst_h, t->rs);
+    double best = -1;
+    for (int64_t bands = 1; bands <= steps; ++bands) {
+      const int64_t per = ceil_div(steps, bands);
+      if (bands > 1 && ceil_div(steps, bands - 1) == per) continue;
+      const double cost = double(ceil_div(base * ceil_div(steps, per), resident)) * double(per * t->rs + t->span);
+      if (best < 0 || cost < best) {
+        best = cost;
+        t->band = int(per * t->rs);
+      }
+    }
+    t->bands = int(ceil_div(g.dst_h, t->band));
+    if (base * t->bands > std::numeric_limits<int>::max() || g.src_h * g.src_w > std::numeric_limits<int>::max()) {
+      return std::nullopt;
+    }
+    return t;
+  });
   if (!t) return false;
-  auto kernel = corr_tile_kernel<scalar_t, TJ, UNIT>;
-  const int64_t resident = resident_blocks(kernel, t->threads, t->smem);
-  const int64_t tiles = g.batch * t->tiles_y * t->tiles_x;
-  const int64_t per_chunk = even_share(tiles, resident / t->chunks);
-  kernel<<<grid_for(t->chunks * per_chunk), t->threads, t->smem, stream>>>(src, weight, bias, dst, g, *t);
+  const int64_t blocks = t->chunks * g.batch * t->tiles_x * t->bands;
+  kernel<<<unsigned(blocks), t->threads, t->smem, stream>>>(src, weight, bias, dst, g, *t);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
 }
@@ -573,6 +771,23 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---------------------------------------------------------------------------
 // Weight gradient.
+
+// Rows of a tile: the most rows (at most `most`) that waste the fewest threads
+// on rows past the plane's end and on idle lanes of warps.
+int best_rows(int64_t height, int row_threads, int most) {
+  int best_rows = 1;
+  double best = -1;
+  for (int rows = 1; rows <= std::max(1, most); ++rows) {
+    const int threads = (rows * row_threads + 31) / 32 * 32;
+    const int64_t tiles = ceil_div(height, rows);
+    const double used = double(rows * row_threads) / threads * double(height) / double(tiles * rows);
+    if (used >= best) {
+      best = used;
+      best_rows = rows;
+    }
+  }
+  return best_rows;
+}
 
 struct WeightTiling {
   int groups, tw, krows, iblocks, jblocks, kwp, tiles_x, tiles_y, chunks;
@@ -767,13 +982,19 @@ template <typename scalar_t, int TJ, bool UNIT>
 std::optional<at::Tensor> run_weight_grad(const Source<scalar_t>& xs, const Source<scalar_t>& gs, const Geometry& g,
                                           const at::TensorOptions& options, cudaStream_t stream) {
   using opmath_t = at::opmath_type<scalar_t>;
-  auto t = weight_tiling<scalar_t>(g, TJ, UNIT);
-  if (!t) return std::nullopt;
   auto kernel = weight_grad_tile_kernel<scalar_t, TJ, UNIT>;
-  const int64_t resident = resident_blocks(kernel, t->threads, t->smem);
-  const int64_t tiles = g.batch * t->tiles_y * t->tiles_x;
-  t->parts = even_share(tiles, resident / (int64_t(t->chunks) * t->iblocks));
-  t->tiles_per_part = ceil_div(tiles, t->parts);
+  static Memo<std::optional<WeightTiling>> memo;
+  const auto t = memo.get(key_of(g, xs.word, gs.word), [&]() -> std::optional<WeightTiling> {
+    auto t = weight_tiling<scalar_t>(g, TJ, UNIT);
+    if (!t) return t;
+    prepare(kernel);
+    const int64_t resident = resident_blocks(kernel, t->threads, t->smem);
+    const int64_t tiles = g.batch * t->tiles_y * t->tiles_x;
+    t->parts = even_share(tiles, resident / (int64_t(t->chunks) * t->iblocks));
+    t->tiles_per_part = ceil_div(tiles, t->parts);
+    return t;
+  });
+  if (!t) return std::nullopt;
   at::Tensor partial = at::empty({t->parts, g.dst_c, int64_t(g.kh) * g.kw}, options);
   kernel<<<grid_for(t->parts * t->chunks * t->iblocks), t->threads, t->smem, stream>>>(
       xs, gs, partial.data_ptr<opmath_t>(), g, *t);

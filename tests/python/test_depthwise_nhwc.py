@@ -18,10 +18,11 @@ DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 # one rounding of each result to the dtype.
 TOL = {torch.float64: 1e-12, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
-# (N, C, H, W, m, (kh, kw), stride, padding, dilation). The kernels work on
-# chunks of 32 bytes of channels (16 half, 8 float, 4 double lanes) and strips
-# of 7 outputs of a row: channel counts that end inside a chunk or a thread's
-# 4 lanes, rows that end inside a strip, tiles past the plane's end.
+# (N, C, H, W, m, (kh, kw), stride, padding, dilation). The kernels give a
+# thread 4 lanes (2 doubles) and a strip of 7 outputs of a row; a block a share
+# of the channels (the correlations: all of a pixel's, up to 512 bytes; the
+# weight gradient: 32 bytes). Channel counts that end inside a share or a
+# thread's lanes, rows that end inside a strip, tiles past the plane's end.
 CASES = [
     (2, 8, 13, 17, 1, (1, 1), 1, 0, 1),  # 1x1 taps
     (2, 96, 20, 23, 1, (3, 3), 1, 1, 1),  # ConvNeXt's channels, k3
@@ -37,7 +38,8 @@ CASES = [
     (2, 6, 33, 29, 1, (2, 4), 1, (1, 2), 1),  # even kernel sizes
     (2, 32, 16, 16, 1, (2, 2), 2, 0, 1),  # patchify-like: stride equal to the kernel
     (1, 8, 205, 203, 1, (3, 3), 1, 0, (100, 99)),  # a window no tile holds: the direct kernels
-    (4, 144, 56, 56, 1, (3, 3), 1, 1, 1),  # MobileNet: several tiles a block, both buffers
+    (1, 260, 9, 12, 1, (3, 3), 1, 1, 1),  # several channel shares, the last one partial
+    (4, 144, 56, 56, 1, (3, 3), 1, 1, 1),  # MobileNet
     (4, 96, 56, 56, 1, (7, 7), 1, 3, 1),  # ConvNeXt
 ]
 
@@ -91,6 +93,24 @@ def test_forward_and_gradients_against_float64(case, dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("c,k", [(144, 3), (96, 7)])
+def test_benchmark_shapes(c, k, dtype):
+    """The benchmark's blocks at batch 64, where each block streams a band of
+    rows through its ring of input rows; against float64 on the GPU."""
+    x = torch.randn(64, c, 56, 56, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(c, 1, k, k, device="cuda", dtype=dtype) / k
+    g = torch.randn_like(x)
+    args = ([1, 1], [k // 2] * 2, [1, 1])
+    y = customops.depthwise_conv2d(x, w, None, 1, k // 2)
+    grads = torch.ops.customops.depthwise_conv2d_backward(g, x, w, *args, [True, True, False])
+    ref = F.conv2d(x.double(), w.double(), None, 1, k // 2, 1, c)
+    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, *args, False, [0, 0], c,
+                                               [True, True, False])
+    for got, exp, what in zip((y,) + grads[:2], (ref,) + want[:2], ("output", "grad_input", "grad_weight")):
+        _close(got, exp.cpu(), dtype, what)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 def test_empty_batch(dtype):
     x, weight, bias, window = _inputs((0, 16, 8, 8, 2, (3, 3), 1, 1, 1), dtype)
     y = customops.depthwise_conv2d(x, weight, bias, *window)
@@ -102,7 +122,7 @@ def test_empty_batch(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-@pytest.mark.parametrize("case", [CASES[4], CASES[6], CASES[13], CASES[14], CASES[15]], ids=_ids)
+@pytest.mark.parametrize("case", [CASES[4], CASES[6], CASES[13], CASES[14], CASES[15], CASES[16]], ids=_ids)
 def test_reruns_are_bit_identical(case, dtype):
     """Every gradient is a fixed-order sum (no atomics): three reruns give the same bits."""
     x, weight, bias, (s, p, d) = _inputs(case, dtype, requires_grad=False)
