@@ -1,4 +1,6 @@
-// depthwise_conv2d on CUDA: direct kernels, no column buffer.
+// depthwise_conv2d on CUDA: direct kernels, no column buffer. This file holds
+// the NCHW kernels; channels_last plans run the NHWC kernels of
+// depthwise_conv2d_nhwc.cu.
 //
 // The work is a plane-to-plane correlation. Forward: output channel o
 // correlates input channel o/m with its kh x kw taps. Input gradient (unit
@@ -26,6 +28,7 @@
 #include <cstdint>
 
 #include "kernels/conv2d.h"
+#include "kernels/cuda/depthwise_conv2d_nhwc.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda {
@@ -556,9 +559,9 @@ at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, c
   conv::check_devices("depthwise_conv2d", input, weight, bias);
   const c10::cuda::CUDAGuard guard(input.device());
   auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
-  if (p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
-    auto r = depthwise_conv2d(input.contiguous(), weight, bias, stride, padding, dilation);
-    return p.out.copy_(r);
+  if (p.channels_last) {
+    depthwise_nhwc::forward(p);
+    return conv::unbatch(p.out, p.s);
   }
   const Corr c = forward_corr(p);
   if (p.out.numel() == 0) return conv::unbatch(p.out, p.s);
@@ -584,10 +587,16 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
   conv::check_devices("depthwise_conv2d_backward", input, weight, std::nullopt, grad_out);
   const c10::cuda::CUDAGuard guard(input.device());
   const auto bp = conv::depthwise_backward_plan(grad_out, input, weight, stride, padding, dilation);
-  if (bp.p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
-    auto [gi, gw, gb] = depthwise_conv2d_backward(grad_out.contiguous(), input.contiguous(), weight, stride,
-                                                  padding, dilation, output_mask);
-    return {gi.defined() ? gi.contiguous(at::MemoryFormat::ChannelsLast) : gi, gw, gb};
+  if (bp.p.channels_last) {
+    at::Tensor gi, gw, gb;
+    if (output_mask[0]) {
+      gi = at::empty_like(bp.p.x);  // dense channels_last, as p.x
+      depthwise_nhwc::input_grad(bp, gi);
+      gi = conv::unbatch(gi, bp.p.s);
+    }
+    if (output_mask[1]) gw = depthwise_nhwc::weight_grad(bp, weight);
+    if (output_mask[2]) gb = bp.gout.sum({0, 2, 3});
+    return {gi, gw, gb};
   }
   const auto& p = bp.p;
   const Corr fwd = forward_corr(p);

@@ -234,6 +234,51 @@ def _depthwise_cases(device: torch.device, quick: bool) -> Iterator[Case]:
                        s["g"], s["x"], s["w"], [1, 1], [k // 2] * 2, [1, 1], [True, True, False]),
                    pytorch={"aten": _aten_backward(c, k // 2)},
                    bytes=3 * numel * 4)  # read grad_out and x, write grad_input
+    yield from _depthwise_channels_last_cases(device, quick)
+
+
+# Channels_last blocks of two networks, against cuDNN's channels_last kernels
+# (F.conv2d(groups=C) on channels_last tensors): (name, channels, kernel size).
+_DEPTHWISE_NHWC = (("mobilenet", 144, 3), ("convnext", 96, 7))
+
+
+def _depthwise_same(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return customops.depthwise_conv2d(x, w, None, 1, w.shape[-1] // 2)
+
+
+def _cudnn_depthwise_same(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return torch.nn.functional.conv2d(x, w, None, 1, w.shape[-1] // 2, 1, x.shape[1])
+
+
+def _forward_of(conv) -> Callable[[State], object]:
+    return lambda s: conv(s["x"].detach(), s["w"].detach())
+
+
+def _fwd_bwd_of(conv) -> Callable[[State], object]:
+    """y = conv(x, w), then the input and weight gradients for the upstream g."""
+    return lambda s: torch.autograd.grad(conv(s["x"], s["w"]), (s["x"], s["w"]), s["g"])
+
+
+def _depthwise_channels_last_cases(device: torch.device, quick: bool) -> Iterator[Case]:
+    if device.type != "cuda":
+        return
+    for name, c, k in _DEPTHWISE_NHWC:
+        x_shape = ((4 if quick else 64), c, 56, 56)
+        label = f"{name} {'x'.join(map(str, x_shape))} k{k} channels_last"
+        for dtype in (torch.float16, torch.float32):
+            def setup(dtype=dtype, x_shape=x_shape, k=k):
+                x = torch.randn(x_shape, device=device, dtype=dtype).to(memory_format=torch.channels_last)
+                w = torch.randn(x_shape[1], 1, k, k, device=device, dtype=dtype) / k
+                g = torch.randn_like(x)  # channels_last, the output's shape at stride 1
+                return {"x": x.requires_grad_(), "w": w.requires_grad_(), "g": g}
+
+            size = torch.Size(x_shape).numel() * torch.empty((), dtype=dtype).element_size()
+            yield Case("depthwise_conv2d", f"forward {label}", dtype, setup, _forward_of(_depthwise_same),
+                       {"F.conv2d": _forward_of(_cudnn_depthwise_same)},
+                       bytes=2 * size)  # read x, write y
+            yield Case("depthwise_conv2d", f"fwd+bwd {label}", dtype, setup, _fwd_bwd_of(_depthwise_same),
+                       {"F.conv2d": _fwd_bwd_of(_cudnn_depthwise_same)},
+                       bytes=5 * size)  # forward: x, y; backward: g, x, grad_input
 
 
 def _conv2d_demo(device: torch.device) -> Demo:

@@ -1,0 +1,206 @@
+"""depthwise_conv2d on CUDA for channels_last inputs: the NHWC kernels
+(kernels/cuda/depthwise_conv2d_nhwc.cu) against F.conv2d in float64 on the CPU,
+their output layout, and run-to-run determinism."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import customops
+from conftest import requires_cuda
+
+pytestmark = requires_cuda
+
+DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+# Error over the reference's largest magnitude: accumulation in float (double),
+# one rounding of each result to the dtype.
+TOL = {torch.float64: 1e-12, torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+# (N, C, H, W, m, (kh, kw), stride, padding, dilation). The kernels give a
+# thread 4 lanes (2 doubles) and a strip of 7 outputs of a row; a block a share
+# of the channels (the correlations: all of a pixel's, up to 512 bytes; the
+# weight gradient: 32 bytes). Channel counts that end inside a share or a
+# thread's lanes, rows that end inside a strip, tiles past the plane's end.
+CASES = [
+    (2, 8, 13, 17, 1, (1, 1), 1, 0, 1),  # 1x1 taps
+    (2, 96, 20, 23, 1, (3, 3), 1, 1, 1),  # ConvNeXt's channels, k3
+    (2, 144, 15, 16, 1, (3, 3), 2, 1, 1),  # MobileNet's stride-2 block: strided staging, direct input gradient
+    (1, 13, 19, 21, 1, (5, 5), 1, 2, 1),  # C = 13: lane-by-lane staging and stores
+    (2, 3, 17, 30, 2, (7, 7), 1, 3, 1),  # C = 3, m = 2: the multiplier's gather
+    (1, 8, 40, 37, 1, (31, 31), 1, 15, 1),  # the generic tap blocks (31 = 7 blocks of 4 + 3)
+    (2, 13, 11, 9, 3, (3, 5), (2, 1), (0, 2), (2, 1)),  # m = 3, rectangular, stride and dilation
+    (1, 24, 25, 27, 1, (3, 3), 1, 2, 2),  # dilation at unit stride: the strided-tap kernels
+    (1, 16, 6, 5, 1, (3, 3), 1, 4, 1),  # padding wider than the kernel (negative in the input gradient)
+    (3, 24, 1, 1, 1, (3, 3), 1, 1, 1),  # 1x1 images
+    (2, 20, 9, 70, 1, (9, 9), 1, 4, 1),  # 9 taps: a partial block of 4; rows of two tiles
+    (2, 6, 33, 29, 1, (2, 4), 1, (1, 2), 1),  # even kernel sizes
+    (2, 32, 16, 16, 1, (2, 2), 2, 0, 1),  # patchify-like: stride equal to the kernel
+    (1, 8, 205, 203, 1, (3, 3), 1, 0, (100, 99)),  # a window no tile holds: the direct kernels
+    (1, 260, 9, 12, 1, (3, 3), 1, 1, 1),  # several channel shares, the last one partial
+    (4, 144, 56, 56, 1, (3, 3), 1, 1, 1),  # MobileNet
+    (4, 96, 56, 56, 1, (7, 7), 1, 3, 1),  # ConvNeXt
+]
+
+
+def _ids(case):
+    n, c, h, w, m, k, s, p, d = case
+    return f"{n}x{c}x{h}x{w}_m{m}_k{k[0]}x{k[1]}_s{s}_p{p}_d{d}".replace(" ", "")
+
+
+def _close(got: torch.Tensor, want: torch.Tensor, dtype: torch.dtype, what: str):
+    assert got.dtype == dtype, what
+    scale = max(want.abs().max().item(), 1e-30)
+    err = (got.double().cpu() - want).abs().max().item() / scale
+    assert err <= TOL[dtype], f"{what}: error {err:.3g} over scale {scale:.3g} (tolerance {TOL[dtype]})"
+
+
+def _inputs(case, dtype, requires_grad=True):
+    n, c, h, w, m, (kh, kw), stride, padding, dilation = case
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    weight = torch.randn(c * m, 1, kh, kw, device="cuda", dtype=dtype) / (kh * kw) ** 0.5
+    bias = torch.randn(c * m, device="cuda", dtype=dtype)
+    for t in (x, weight, bias):
+        t.requires_grad_(requires_grad)
+    return x, weight, bias, (stride, padding, dilation)
+
+
+def _reference(x, weight, bias, window):
+    """F.conv2d and its gradients in float64 on the CPU, from the same values."""
+    xr, wr, br = (t.detach().double().cpu().requires_grad_() for t in (x, weight, bias))
+    y = F.conv2d(xr, wr, br, *window, groups=x.shape[1])
+    return xr, wr, br, y
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=_ids)
+def test_forward_and_gradients_against_float64(case, dtype):
+    x, weight, bias, window = _inputs(case, dtype)
+    y = customops.depthwise_conv2d(x, weight, bias, *window)
+    xr, wr, br, ref = _reference(x, weight, bias, window)
+    assert y.shape == ref.shape
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    _close(y, ref.detach(), dtype, "output")
+
+    g = torch.randn_like(y)  # channels_last, as y
+    grads = torch.autograd.grad(y, (x, weight, bias), g)
+    want = torch.autograd.grad(ref, (xr, wr, br), g.double().cpu())
+    assert grads[0].is_contiguous(memory_format=torch.channels_last)
+    assert grads[1].shape == weight.shape and grads[1].is_contiguous()
+    for got, ref_grad, what in zip(grads, want, ("grad_input", "grad_weight", "grad_bias")):
+        _close(got, ref_grad, dtype, what)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("c,k", [(144, 3), (96, 7)])
+def test_benchmark_shapes(c, k, dtype):
+    """The benchmark's blocks at batch 64, where each block streams a band of
+    rows through its ring of input rows; against float64 on the GPU."""
+    x = torch.randn(64, c, 56, 56, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(c, 1, k, k, device="cuda", dtype=dtype) / k
+    g = torch.randn_like(x)
+    args = ([1, 1], [k // 2] * 2, [1, 1])
+    y = customops.depthwise_conv2d(x, w, None, 1, k // 2)
+    grads = torch.ops.customops.depthwise_conv2d_backward(g, x, w, *args, [True, True, False])
+    ref = F.conv2d(x.double(), w.double(), None, 1, k // 2, 1, c)
+    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, *args, False, [0, 0], c,
+                                               [True, True, False])
+    for got, exp, what in zip((y,) + grads[:2], (ref,) + want[:2], ("output", "grad_input", "grad_weight")):
+        _close(got, exp.cpu(), dtype, what)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_empty_batch(dtype):
+    x, weight, bias, window = _inputs((0, 16, 8, 8, 2, (3, 3), 1, 1, 1), dtype)
+    y = customops.depthwise_conv2d(x, weight, bias, *window)
+    assert y.shape == (0, 32, 8, 8)
+    gx, gw, gb = torch.ops.customops.depthwise_conv2d_backward(y, x, weight, [1, 1], [1, 1], [1, 1],
+                                                                [True, True, True])
+    assert gx.shape == x.shape
+    assert torch.equal(gw, torch.zeros_like(weight)) and torch.equal(gb, torch.zeros_like(bias))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+@pytest.mark.parametrize("case", [CASES[4], CASES[6], CASES[13], CASES[14], CASES[15], CASES[16]], ids=_ids)
+def test_reruns_are_bit_identical(case, dtype):
+    """Every gradient is a fixed-order sum (no atomics): three reruns give the same bits."""
+    x, weight, bias, (s, p, d) = _inputs(case, dtype, requires_grad=False)
+    pair = lambda v: [v, v] if isinstance(v, int) else list(v)  # noqa: E731
+    y = customops.depthwise_conv2d(x, weight, bias, s, p, d)
+    g = torch.randn_like(y)
+    args = (g, x, weight, pair(s), pair(p), pair(d), [True, True, True])
+    first = torch.ops.customops.depthwise_conv2d_backward(*args)
+    for _ in range(3):
+        assert torch.equal(customops.depthwise_conv2d(x, weight, bias, s, p, d), y)
+        for a, b in zip(first, torch.ops.customops.depthwise_conv2d_backward(*args)):
+            assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_permuted_nhwc_tensor(dtype):
+    """An NHWC tensor permuted to (N, C, H, W), as ConvNeXt's blocks hand on,
+    is channels_last: output and input gradient channels_last, equal to the
+    reference and (to rounding) to the NCHW kernels' results."""
+    nhwc = torch.randn(2, 19, 23, 48, device="cuda", dtype=dtype)
+    x = nhwc.permute(0, 3, 1, 2).requires_grad_()
+    weight = (torch.randn(48, 1, 7, 7, device="cuda", dtype=dtype) / 7).requires_grad_()
+    y = customops.depthwise_conv2d(x, weight, None, 1, 3)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    g = torch.randn_like(y)
+    gx, gw = torch.autograd.grad(y, (x, weight), g)
+    assert gx.is_contiguous(memory_format=torch.channels_last)
+    xr, wr = x.detach().double().cpu().requires_grad_(), weight.detach().double().cpu().requires_grad_()
+    ref = F.conv2d(xr, wr, None, 1, 3, 1, 48)
+    want = torch.autograd.grad(ref, (xr, wr), g.double().cpu())
+    for got, exp, what in zip((y, gx, gw), (ref.detach(),) + want, ("output", "grad_input", "grad_weight")):
+        _close(got, exp, dtype, what)
+    nchw = x.detach().contiguous()
+    y2 = customops.depthwise_conv2d(nchw, weight.detach(), None, 1, 3)
+    assert y2.is_contiguous()
+    _close(y, y2.double().cpu(), dtype, "NHWC against NCHW kernels")
+
+
+@pytest.mark.parametrize("offset", [1, 2, 3])
+def test_unaligned_input(offset):
+    """Inputs that start off a 16-byte boundary stage narrower words."""
+    n, c, h, w = 2, 16, 14, 15
+    flat = torch.randn(offset + n * h * w * c, device="cuda", dtype=torch.float16)
+    x = flat[offset:].view(n, h, w, c).permute(0, 3, 1, 2)
+    weight = torch.randn(c, 1, 3, 3, device="cuda", dtype=torch.float16)
+    y = customops.depthwise_conv2d(x, weight, None, 1, 1)
+    _close(y, F.conv2d(x.double().cpu(), weight.double().cpu(), None, 1, 1, 1, c), torch.float16, "output")
+    g = torch.randn_like(y)
+    gx, gw, _ = torch.ops.customops.depthwise_conv2d_backward(g, x, weight, [1, 1], [1, 1], [1, 1],
+                                                              [True, True, False])
+    want = torch.ops.aten.convolution_backward(g.double().cpu(), x.double().cpu(), weight.double().cpu(), None,
+                                               [1, 1], [1, 1], [1, 1], False, [0, 0], c, [True, True, False])
+    _close(gx, want[0], torch.float16, "grad_input")
+    _close(gw, want[1], torch.float16, "grad_weight")
+
+
+def test_weight_gradient_ignores_pixels_its_tap_never_reads():
+    """Outputs past a tile's live columns read real pixels: an inf in the last
+    column belongs to tap 2's gradient only, and taps 0 and 1 stay finite."""
+    x = torch.zeros(1, 16, 1, 9, device="cuda", dtype=torch.float64).to(memory_format=torch.channels_last)
+    x[..., 8] = float("inf")
+    w = torch.ones(16, 1, 1, 3, device="cuda", dtype=torch.float64)
+    g = torch.ones(1, 16, 1, 7, device="cuda", dtype=torch.float64).to(memory_format=torch.channels_last)
+    ours = torch.ops.customops.depthwise_conv2d_backward(g, x, w, [1, 1], [0, 0], [1, 1], [False, True, False])[1]
+    assert torch.isfinite(ours[..., :2]).all()
+    assert torch.isinf(ours[..., 2]).all()
+
+
+def test_no_layout_conversion():
+    """Forward and backward of a channels_last input copy no input- or
+    output-sized tensor (no hidden NCHW round trip)."""
+    x, weight, bias, window = _inputs((2, 32, 20, 20, 1, (7, 7), 1, 3, 1), torch.float16)
+    g = torch.randn(2, 32, 20, 20, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], record_shapes=True) as prof:
+        y = customops.depthwise_conv2d(x, weight, bias, *window)
+        torch.autograd.grad(y, (x, weight, bias), g)
+    big = [list(x.shape)]
+    copies = [e for e in prof.events()
+              if e.name in ("aten::copy_", "aten::clone", "aten::contiguous", "aten::_to_copy")
+              and any(list(shape) in big for shape in e.input_shapes)]
+    assert not copies, [(e.name, e.input_shapes) for e in copies]
