@@ -124,7 +124,8 @@ def conv2d(
         groups: divides both C and O.
 
     Returns:
-        ``(N, O, out_h, out_w)`` (or unbatched), contiguous. Differentiable twice in
+        ``(N, O, out_h, out_w)`` (or unbatched), channels_last for a channels_last input, else
+        contiguous (as ``F.conv2d``). Differentiable twice in
         input, weight and bias. On CUDA, float32 GEMMs use TF32 only where
         ``torch.backends.cuda.matmul.allow_tf32`` allows (off by default), unlike
         cuDNN convolutions, which follow ``torch.backends.cudnn.allow_tf32`` (on).
@@ -156,7 +157,8 @@ def depthwise_conv2d(
         stride, padding, dilation: an int or a pair ``(height, width)``.
 
     Returns:
-        ``(N, C*m, out_h, out_w)`` (or unbatched), contiguous. Differentiable twice.
+        ``(N, C*m, out_h, out_w)`` (or unbatched), channels_last for a channels_last input (computed
+        by NHWC kernels, no conversion), else contiguous. Differentiable twice.
         The weight gradient is reduced in a fixed order: identical run to run.
     """
     return torch.ops.customops.depthwise_conv2d(
