@@ -30,7 +30,7 @@ from torch import Tensor, nn
 import customops
 
 from . import replknet
-from .report import columns
+from .report import columns, markdown_table
 from .timing import median_ms
 
 
@@ -306,9 +306,7 @@ def error_row(name: str, shape: tuple[int, ...], config_name: str, spec: ModelSp
 
 
 def markdown(rows: list[Row], preamble: str) -> str:
-    lines = [preamble, "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
+    return markdown_table(preamble, HEADER, [r.cells() for r in rows])
 
 
 def plot(rows: list[Row], path: str, title: str) -> None:

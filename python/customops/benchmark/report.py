@@ -34,10 +34,15 @@ def text_table(rows: list[Row]) -> str:
     return columns([HEADER] + [r.cells() for r in rows])
 
 
-def markdown(rows: list[Row], preamble: str) -> str:
-    lines = [preamble, "", "| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(r.cells()) + " |" for r in rows]
+def markdown_table(preamble: str, header, cells) -> str:
+    """preamble, then a Markdown table of header and rows of cells."""
+    lines = [preamble, "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
     return "\n".join(lines) + "\n"
+
+
+def markdown(rows: list[Row], preamble: str) -> str:
+    return markdown_table(preamble, HEADER, [r.cells() for r in rows])
 
 
 def plot(rows: list[Row], path: str, title: str) -> None:
