@@ -1,4 +1,5 @@
-// depthwise_conv2d on CPU: direct kernels over one (image, input channel) plane
+// depthwise_conv2d on CPU for NCHW tensors (channels_last ones run natively in
+// depthwise_conv2d_nhwc.cpp): direct kernels over one (image, input channel) plane
 // per task. (The forward with channel multiplier 1 and enough channels runs
 // blocked over channels instead: depthwise_conv2d_blocked.cpp.) Each task
 // copies its plane once into a zero-padded buffer in opmath, so the inner loops
@@ -27,6 +28,7 @@
 
 #include "kernels/conv2d.h"
 #include "kernels/cpu/depthwise_conv2d_blocked.h"
+#include "kernels/cpu/depthwise_conv2d_nhwc.h"
 #include "kernels/cpu/parallel.h"
 
 namespace customops::cpu::CPU_CAPABILITY {
@@ -402,9 +404,9 @@ void input_grad_gather(const scalar_t* g, const scalar_t* wt, const conv::Depthw
 at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
   auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
-  if (p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
-    auto r = depthwise_conv2d(input.contiguous(), weight, bias, stride, padding, dilation);
-    return p.out.copy_(r);
+  if (p.channels_last) {
+    depthwise_forward_nhwc(p);
+    return conv::unbatch(p.out, p.s);
   }
   const auto& s = p.s;
   const auto& w = p.w;
@@ -442,10 +444,11 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
                                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                       std::array<bool, 3> output_mask) {
   const auto bp = conv::depthwise_backward_plan(grad_out, input, weight, stride, padding, dilation);
-  if (bp.p.channels_last) {  // INTERIM until the NHWC kernels land: through NCHW
-    auto [gi, gw, gb] = depthwise_conv2d_backward(grad_out.contiguous(), input.contiguous(), weight, stride,
-                                                  padding, dilation, output_mask);
-    return {gi.defined() ? gi.contiguous(at::MemoryFormat::ChannelsLast) : gi, gw, gb};
+  if (bp.p.channels_last) {  // batched, NHWC in memory
+    at::Tensor gi = output_mask[0] ? depthwise_input_grad_nhwc(bp) : at::Tensor();
+    at::Tensor gw = output_mask[1] ? depthwise_weight_grad_nhwc(bp).view(weight.sizes()) : at::Tensor();
+    at::Tensor gb = output_mask[2] ? bp.gout.sum({0, 2, 3}) : at::Tensor();
+    return {gi, gw, gb};
   }
   const auto& p = bp.p;
   const auto& s = p.s;

@@ -201,3 +201,147 @@ def test_depthwise_small_kernels_in_runs_of_rows_on_cuda(k, padding, m):
     for a, e in zip(got, want):
         scale = e.abs().max().item()
         torch.testing.assert_close(a.double() / scale, e.double() / scale, rtol=1e-5, atol=1e-5)
+
+
+# --- CPU channels_last (kernels/cpu/depthwise_conv2d_nhwc.cpp) -------------------
+
+# (N, C, H, W, m, (kh, kw), stride, padding, dilation). C covers one partial
+# vector (3, 13: staged rows of whole vectors), whole vectors of float and double
+# (8, 16, 96: read in place in those dtypes) and multipliers 1, 2 and 3.
+_NHWC = [
+    (2, 8, 9, 11, 1, (3, 3), 1, 1, 1),
+    (2, 16, 15, 17, 1, (7, 7), 1, 3, 1),  # full pixels 8 at a time, then 4, 2, 1
+    (1, 96, 12, 13, 1, (5, 5), 1, 2, 1),
+    (1, 16, 40, 37, 1, (31, 31), 1, 15, 1),
+    (2, 3, 10, 7, 2, (5, 5), (2, 1), (2, 3), 1),
+    (1, 13, 12, 15, 3, (7, 7), 1, 3, (2, 1)),
+    (2, 96, 7, 9, 1, (3, 5), 2, (1, 2), 1),
+    (1, 16, 11, 13, 2, (3, 3), 3, 4, 2),  # input rows and columns that no window reads
+    (1, 13, 5, 6, 1, (3, 3), 1, 5, 1),  # padding wider than kernel and image
+    (1, 8, 6, 23, 1, (1, 5), (1, 3), (0, 2), (1, 2)),
+    (3, 8, 1, 1, 2, (1, 1), 1, 0, 1),  # 1x1 images
+    (2, 8, 1, 1, 1, (3, 3), 1, 1, 1),  # 1x1 images, every tap but the centre outside
+    (1, 3, 10, 10, 1, (1, 1), 3, 0, 1),  # pixels between strides get zero gradient
+    (1, 24, 8, 19, 1, (3, 3), (1, 2), 1, (3, 1)),
+    (2, 16, 9, 60, 1, (3, 3), 1, 1, 1),  # wide rows: blocks clear of both borders
+    (1, 16, 5, 13, 1, (3, 3), 1, 1, 1),  # 11 pixels clear of the borders: blocks of 6 and 5
+    (1, 24, 10, 50, 2, (7, 7), 1, 3, 1),
+    (1, 16, 8, 45, 1, (5, 5), 1, 2, 1),
+    (1, 8, 6, 45, 1, (9, 4), 1, (4, 1), 1),  # tap rows of a width without a kernel of its own
+]
+
+_NHWC_TOL = {torch.float64: 1e-12, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
+
+
+def _assert_close_scaled(got, want, tol):
+    """Against a float64 reference, errors relative to the largest value (sums of
+    many products of mixed signs have no meaningful per-element relative error)."""
+    scale = max(want.abs().max().item(), 1.0)
+    torch.testing.assert_close(got.double() / scale, want / scale, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("case", _NHWC, ids=lambda c: "-".join(map(str, c)).replace(" ", ""))
+def test_depthwise_cpu_channels_last(case, dtype):
+    """Forward, input, weight and bias gradients of channels_last tensors against
+    ATen in float64 on the same (rounded) values; output and input gradient stay
+    channels_last."""
+    n, c, h, w_, m, k, stride, padding, dilation = case
+    x = torch.randn(n, c, h, w_, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(c * m, 1, *k, dtype=dtype)
+    b = torch.randn(c * m, dtype=dtype)
+    y = customops.depthwise_conv2d(x, w, b, stride, padding, dilation)
+    ref = F.conv2d(x.double(), w.double(), b.double(), stride, padding, dilation, c)
+    assert y.dtype == dtype and y.shape == ref.shape
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    _assert_close_scaled(y, ref, _NHWC_TOL[dtype])
+
+    g = torch.randn(ref.shape, dtype=dtype).to(memory_format=torch.channels_last)
+    s, p, d = (torch.nn.modules.utils._pair(v) for v in (stride, padding, dilation))
+    got = torch.ops.customops.depthwise_conv2d_backward(g, x, w, s, p, d, [True, True, True])
+    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), [c * m], s, p, d, False, [0, 0],
+                                               c, [True, True, True])
+    assert got[0].is_contiguous(memory_format=torch.channels_last)
+    assert got[1].shape == w.shape and got[1].is_contiguous()
+    for a, e in zip(got, want):
+        assert a.dtype == dtype
+        _assert_close_scaled(a, e, _NHWC_TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_depthwise_cpu_channels_last_independent_of_threads(dtype):
+    """Forward and gradients bit-identical on one thread and on two: the weight
+    gradient's chunks of rows depend on the shapes only."""
+    x = torch.randn(4, 24, 30, 29, dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(48, 1, 5, 5, dtype=dtype)
+    b = torch.randn(48, dtype=dtype)
+    g = torch.randn(4, 48, 30, 29, dtype=dtype).to(memory_format=torch.channels_last)
+
+    def run():
+        y = customops.depthwise_conv2d(x, w, b, 1, 2)
+        grads = torch.ops.customops.depthwise_conv2d_backward(g, x, w, [1, 1], [2, 2], [1, 1], [True, True, True])
+        return (y, *grads)
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = run()
+        torch.set_num_threads(2)
+        two = run()
+    finally:
+        torch.set_num_threads(threads)
+    for a, e in zip(one, two):
+        assert torch.equal(a, e)
+
+
+def test_depthwise_cpu_permuted_nhwc_input():
+    """A permuted NHWC tensor (as ConvNeXt blocks hand on) is channels_last:
+    the result and the input gradient come back channels_last and right."""
+    x0 = torch.randn(2, 12, 9, 16, dtype=torch.float64)
+    x = x0.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2).requires_grad_()
+    assert x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+    w = torch.randn(24, 1, 7, 7, dtype=torch.float64, requires_grad=True)
+    y = customops.depthwise_conv2d(x, w, None, 1, 3)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    ref = F.conv2d(x0, w.detach(), None, 1, 3, 1, 12)
+    torch.testing.assert_close(y.detach(), ref)
+    g = torch.randn_like(ref)
+    gx, gw = torch.autograd.grad(y, (x, w), g)
+    assert gx.is_contiguous(memory_format=torch.channels_last)
+    x1, w1 = x0.clone().requires_grad_(), w.detach().clone().requires_grad_()
+    for a, e in zip((gx, gw), torch.autograd.grad(F.conv2d(x1, w1, None, 1, 3, 1, 12), (x1, w1), g)):
+        torch.testing.assert_close(a, e)
+
+
+def test_depthwise_cpu_channels_last_empty_batch():
+    """A batch of 0 asked for in channels_last: an empty tensor is contiguous in
+    both formats, and like PyTorch the results take the contiguous one; the
+    weight and bias gradients are zeros."""
+    x = torch.randn(0, 8, 5, 6).to(memory_format=torch.channels_last)
+    w = torch.randn(16, 1, 3, 3)
+    y = customops.depthwise_conv2d(x, w, None, 1, 1)
+    ref = F.conv2d(x, w, None, 1, 1, 1, 8)
+    assert y.shape == ref.shape == (0, 16, 5, 6) and y.stride() == ref.stride()
+    g = torch.randn(0, 16, 5, 6).to(memory_format=torch.channels_last)
+    gx, gw, gb = torch.ops.customops.depthwise_conv2d_backward(g, x, w, [1, 1], [1, 1], [1, 1], [True, True, True])
+    assert gx.shape == x.shape
+    assert torch.equal(gw, torch.zeros_like(w)) and torch.equal(gb, torch.zeros(16))
+
+
+def test_depthwise_cpu_channels_last_large_output():
+    """Outputs and input gradients of at least 8 MiB are written with streaming
+    stores, a block of pixels at a time; against ATen in float64."""
+    x = torch.randn(1, 256, 96, 97).to(memory_format=torch.channels_last)
+    w = torch.randn(256, 1, 3, 3)
+    b = torch.randn(256)
+    assert x.numel() * 4 >= 8 * 2**20
+    y = customops.depthwise_conv2d(x, w, b, 1, 1)
+    ref = F.conv2d(x.double(), w.double(), b.double(), 1, 1, 1, 256)
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    _assert_close_scaled(y, ref, 2e-5)
+    g = torch.randn(ref.shape).to(memory_format=torch.channels_last)
+    gx = torch.ops.customops.depthwise_conv2d_backward(g, x, w, [1, 1], [1, 1], [1, 1], [True, False, False])[0]
+    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, [1, 1], [1, 1], [1, 1], False,
+                                               [0, 0], 256, [True, False, False])[0]
+    assert gx.is_contiguous(memory_format=torch.channels_last)
+    _assert_close_scaled(gx, want, 2e-5)
