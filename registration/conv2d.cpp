@@ -162,9 +162,15 @@ at::Tensor conv2d_autograd(const at::Tensor& x, const at::Tensor& w, const std::
   return ConvFunction<Conv2dOps>::apply(x, w, b, s, p, d, groups);
 }
 
+// A first backward (create_graph=False) runs with grad mode off: the backward
+// op then records nothing either.
 detail::Grads conv2d_backward_autograd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w,
                                        at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups,
                                        Mask mask) {
+  if (!records(x, w, g)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return Conv2dOps::backward(g, x, w, s, p, d, groups, mask);
+  }
   return ConvBackwardFunction<Conv2dOps>::apply(g, x, w, s, p, d, groups, mask);
 }
 
@@ -179,6 +185,10 @@ at::Tensor depthwise_autograd(const at::Tensor& x, const at::Tensor& w, const st
 
 detail::Grads depthwise_backward_autograd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w,
                                           at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, Mask mask) {
+  if (!records(x, w, g)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return DepthwiseOps::backward(g, x, w, s, p, d, 1, mask);
+  }
   return ConvBackwardFunction<DepthwiseOps>::apply(g, x, w, s, p, d, 1, mask);
 }
 

@@ -22,7 +22,7 @@
 // of kernel rows, and sums the products of a contiguous range of tiles of
 // output positions (thread: V lanes, one kernel row, TJ taps, one row of each
 // tile, sliding as above); the block's row groups are added in group order and
-// the blocks' partial sums by at::sum: deterministic, no atomics.
+// the blocks' partial sums in order (sum_parts): deterministic, no atomics.
 #include "kernels/cuda/depthwise_conv2d_nhwc.cuh"
 
 #include <ATen/Dispatch.h>
@@ -41,6 +41,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/cuda/depthwise_common.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda::depthwise_nhwc {
@@ -729,43 +730,62 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // Input gradient for any stride, dilation and multiplier: each input pixel
-// gathers the output gradients whose windows read it. g is the forward
-// geometry (src = input, dst = output).
+// gathers the output gradients whose windows read it, visiting only the taps
+// that do (TapWalk), in a fixed order. g is the forward geometry (src = input,
+// dst = output). A thread owns V lanes, 16 bytes (8 lanes in half types:
+// finding the taps costs as much as the products of 4 lanes); vec: they load
+// and store as one word (m == 1, whole words of channels, aligned). Image
+// coordinates fit in 32 bits (the plan's sizes do); index_t holds offsets into
+// the tensors.
 template <typename scalar_t>
+constexpr int gather_lanes() {
+  return 16 / static_cast<int>(sizeof(scalar_t));
+}
+
+template <typename scalar_t, typename index_t>
 __global__ void __launch_bounds__(kThreads)
     direct_input_grad_kernel(const scalar_t* __restrict__ gout, const scalar_t* __restrict__ weight,
-                             scalar_t* __restrict__ gin, Geometry g, int64_t total) {
+                             scalar_t* __restrict__ gin, Geometry g, index_t total, bool vec) {
   using opmath_t = at::opmath_type<scalar_t>;
-  constexpr int V = thread_lanes<scalar_t>();
-  const int64_t groups = ceil_div(g.src_c, V);
-  const int taps = g.kh * g.kw;
-  for (int64_t idx = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; idx < total;
-       idx += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = idx % groups * V, pix = idx / groups;
-    const int64_t x = pix % g.src_w, rest = pix / g.src_w, y = rest % g.src_h, n = rest / g.src_h;
+  constexpr int V = gather_lanes<scalar_t>();
+  const index_t groups = static_cast<index_t>(ceil_div(g.src_c, V));
+  const index_t src_h = static_cast<index_t>(g.src_h), src_w = static_cast<index_t>(g.src_w);
+  const index_t dst_c = static_cast<index_t>(g.dst_c);
+  const int taps = g.kh * g.kw, out_h = static_cast<int>(g.dst_h), out_w = static_cast<int>(g.dst_w);
+  for (index_t idx = blockIdx.x * index_t(blockDim.x) + threadIdx.x; idx < total;
+       idx += index_t(gridDim.x) * blockDim.x) {
+    const index_t c = idx % groups * V, pix = idx / groups;
+    const index_t x = pix % src_w, rest = pix / src_w, y = rest % src_h, n = rest / src_h;
     const int live = static_cast<int>(std::min<int64_t>(V, g.src_c - c));
     opmath_t acc[V] = {}, zero[V] = {};
-    for (int i = 0; i < g.kh; ++i) {
-      const int64_t ty = y + g.ph - int64_t(i) * g.dh;
-      if (ty < 0) break;
-      if (ty % g.sh != 0 || ty / g.sh >= g.dst_h) continue;
-      for (int j = 0; j < g.kw; ++j) {
-        const int64_t tx = x + g.pw - int64_t(j) * g.dw;
-        if (tx < 0) break;
-        if (tx % g.sw != 0 || tx / g.sw >= g.dst_w) continue;
-        const scalar_t* pg = gout + ((n * g.dst_h + ty / g.sh) * g.dst_w + tx / g.sw) * g.dst_c;
+    TapWalk rows(static_cast<int>(y) + g.ph, g.sh, g.dh);
+    for (int i = 0; i < g.kh && !rows.past(); ++i, rows.next()) {
+      if (!rows.hits(out_h)) continue;
+      const scalar_t* grow = gout + (n * out_h + rows.q) * out_w * dst_c;
+      TapWalk cols(static_cast<int>(x) + g.pw, g.sw, g.dw);
+      for (int j = 0; j < g.kw && !cols.past(); ++j, cols.next()) {
+        if (!cols.hits(out_w)) continue;
+        const scalar_t* pg = grow + cols.q * dst_c;
+        const scalar_t* tap = weight + i * g.kw + j;
+        if (vec) {
+          opmath_t v[V];
+          load_lanes<scalar_t, V>(pg + c, v);
+#pragma unroll
+          for (int k = 0; k < V; ++k) acc[k] += static_cast<opmath_t>(tap[(c + k) * taps]) * v[k];
+          continue;
+        }
         for (int t = 0; t < g.m; ++t) {
 #pragma unroll
-          for (int v = 0; v < V; ++v) {
-            if (v < live) {
-              const int64_t oc = (c + v) * g.m + t;
-              acc[v] += static_cast<opmath_t>(weight[oc * taps + i * g.kw + j]) * static_cast<opmath_t>(pg[oc]);
+          for (int k = 0; k < V; ++k) {
+            if (k < live) {
+              const index_t oc = (c + k) * g.m + t;
+              acc[k] += static_cast<opmath_t>(tap[oc * taps]) * static_cast<opmath_t>(pg[oc]);
             }
           }
         }
       }
     }
-    store_lanes<scalar_t, V>(gin + pix * g.src_c + c, acc, zero, live, false);
+    store_lanes<scalar_t, V>(gin + pix * g.src_c + c, acc, zero, live, vec);
   }
 }
 
@@ -1132,9 +1152,16 @@ void input_grad(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& grad_in
       done = launch_corr(source<scalar_t>(bp.gout, 1), w, static_cast<const scalar_t*>(nullptr), gin, t, stream);
     }
     if (!done) {
-      const int64_t total = grad_input.numel() / p.s.C * ceil_div(p.s.C, thread_lanes<scalar_t>());
-      direct_input_grad_kernel<scalar_t><<<grid_for(ceil_div(total, kThreads)), kThreads, 0, stream>>>(
-          bp.gout.const_data_ptr<scalar_t>(), w, gin, f, total);
+      constexpr int V = gather_lanes<scalar_t>();
+      const scalar_t* g = bp.gout.const_data_ptr<scalar_t>();
+      const int64_t total = grad_input.numel() / p.s.C * ceil_div(p.s.C, V);
+      const bool vec = f.m == 1 && p.s.C % V == 0 && launch::aligned(g, V * sizeof(scalar_t)) &&
+                       launch::aligned(gin, V * sizeof(scalar_t));
+      launch::with_index_type(std::max(grad_input.numel(), bp.gout.numel()), [&](auto index) {
+        using index_t = decltype(index);
+        direct_input_grad_kernel<scalar_t, index_t><<<grid_for(ceil_div(total, kThreads)), kThreads, 0, stream>>>(
+            g, w, gin, f, static_cast<index_t>(total), vec);
+      });
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   });
@@ -1154,7 +1181,7 @@ at::Tensor weight_grad(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& 
                     : direct_weight_grad(p.x.const_data_ptr<scalar_t>(), bp.gout.const_data_ptr<scalar_t>(), g,
                                          options, stream);
   });
-  return partial.sum(0).to(p.x.scalar_type()).view(weight.sizes());
+  return sum_parts(partial, p.x.scalar_type(), weight.sizes());
 }
 
 } // namespace customops::cuda::depthwise_nhwc

@@ -203,6 +203,70 @@ def test_depthwise_small_kernels_in_runs_of_rows_on_cuda(k, padding, m):
         torch.testing.assert_close(a.double() / scale, e.double() / scale, rtol=1e-5, atol=1e-5)
 
 
+# Strided and dilated windows on CUDA: the input gradients gather only the taps
+# that read each pixel (TapWalk), and 3x3/5x5 weight gradients keep every tap's
+# sum in registers (small_weight_grad_kernel), at any stride. (C, H, W, m, k,
+# stride, padding, dilation): planes down to 1x1, odd sizes, channel counts on
+# both sides of a whole 4-lane word, rows of more than one block of threads.
+_STRIDED = [
+    (8, 17, 19, 1, 3, 2, 1, 1),
+    (12, 16, 16, 1, 3, 2, 0, 1),
+    (6, 9, 11, 2, 3, (2, 1), (1, 0), 1),
+    (5, 13, 12, 1, 5, (1, 2), 2, 1),
+    (16, 14, 15, 1, 5, 2, 2, (2, 1)),
+    (7, 7, 7, 3, 3, 3, 1, 2),
+    (24, 7, 7, 1, 3, 1, 1, 1),  # a small plane at unit stride
+    (4, 1, 1, 1, 3, 2, 1, 1),
+    (4, 6, 600, 1, 3, 2, 1, 1),  # output rows wider than a block of threads
+    (10, 11, 8, 1, (3, 5), 2, (1, 2), 1),  # not square: the direct weight gradient
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("case", _STRIDED, ids=lambda c: "-".join(map(str, c)).replace(" ", ""))
+def test_depthwise_strided_on_cuda(case, layout, dtype):
+    """Forward, input, weight and bias gradients against ATen in float64 on the
+    same rounded values, for both memory formats."""
+    c, h, w_, m, k, stride, padding, dilation = case
+    k = k if isinstance(k, tuple) else (k, k)
+    mf = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    x = torch.randn(3, c, h, w_, device="cuda", dtype=dtype).to(memory_format=mf)
+    w = torch.randn(c * m, 1, *k, device="cuda", dtype=dtype)
+    b = torch.randn(c * m, device="cuda", dtype=dtype)
+    y = customops.depthwise_conv2d(x, w, b, stride, padding, dilation)
+    ref = F.conv2d(x.cpu().double(), w.cpu().double(), b.cpu().double(), stride, padding, dilation, c)
+    assert y.is_contiguous(memory_format=mf) or y.numel() == 0
+    _assert_close_scaled(y.cpu(), ref, _NHWC_TOL[dtype])
+    g = torch.randn(ref.shape, device="cuda", dtype=dtype).to(memory_format=mf)
+    s, p, d = (torch.nn.modules.utils._pair(v) for v in (stride, padding, dilation))
+    got = torch.ops.customops.depthwise_conv2d_backward(g, x, w, s, p, d, [True, True, True])
+    want = torch.ops.aten.convolution_backward(g.cpu().double(), x.cpu().double(), w.cpu().double(), [c * m], s, p, d,
+                                               False, [0, 0], c, [True, True, True])
+    for a, e in zip(got, want):
+        assert a.dtype == dtype
+        _assert_close_scaled(a.cpu(), e, _NHWC_TOL[dtype])
+
+
+@requires_cuda
+def test_depthwise_strided_input_gradient_of_unaligned_channels_last_gradient():
+    """A channels_last output gradient that starts one element past a word
+    boundary takes the lane-by-lane loads; the result is the same."""
+    x = torch.randn(2, 16, 15, 13, device="cuda").to(memory_format=torch.channels_last)
+    w = torch.randn(16, 1, 3, 3, device="cuda")
+    base = torch.randn(2 * 16 * 8 * 7 + 1, device="cuda")
+    g = base[1:].view(2, 8, 7, 16).permute(0, 3, 1, 2)
+    assert g.is_contiguous(memory_format=torch.channels_last) and g.data_ptr() % 16 != 0
+    got = torch.ops.customops.depthwise_conv2d_backward(g, x, w, [2, 2], [1, 1], [1, 1], [True, False, False])[0]
+    want = torch.ops.customops.depthwise_conv2d_backward(g.clone(), x, w, [2, 2], [1, 1], [1, 1],
+                                                         [True, False, False])[0]
+    ref = torch.ops.aten.convolution_backward(g.cpu().double(), x.cpu().double(), w.cpu().double(), None, [2, 2],
+                                              [1, 1], [1, 1], False, [0, 0], 16, [True, False, False])[0]
+    torch.testing.assert_close(got, want)
+    _assert_close_scaled(got.cpu(), ref, 2e-5)
+
+
 # --- CPU channels_last (kernels/cpu/depthwise_conv2d_nhwc.cpp) -------------------
 
 # (N, C, H, W, m, (kh, kw), stride, padding, dilation). C covers one partial
