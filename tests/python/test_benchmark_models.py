@@ -66,3 +66,21 @@ def test_a_wrong_conversion_fails_the_check_and_the_exit_code(tmp_path, monkeypa
     assert models.main(QUICK + ["--models", "replknet31", "--configs", "float32-nchw", "--markdown", str(md)]) == 1
     row = next(line for line in md.read_text().splitlines() if line.startswith("| replknet31"))
     assert "| FAIL eval output: " in row
+
+
+def test_layers_cli_finds_every_depthwise_layer(tmp_path, capsys):
+    """python -m customops.benchmark.layers: mobilenet_v2's 17 depthwise layers, counted by shape, each timed
+    against PyTorch; the Markdown holds one total row a configuration."""
+    pytest.importorskip("torchvision")
+    from customops.benchmark import layers
+
+    found = layers.depthwise_layers(models.MODELS["mobilenet_v2"].build(3), (1, 3, 64, 64))
+    assert sum(found.values()) == 17
+    assert {layer.stride for layer in found} == {(1, 1), (2, 2)}
+    md = tmp_path / "layers.md"
+    argv = ["--device", "cpu", "--quick", "--models", "mobilenet_v2", "--configs", "float32-channels_last",
+            "--markdown", str(md)]
+    assert layers.main(argv) == 0
+    table = md.read_text()
+    assert table.count("| all depthwise layers |") == 1
+    assert table.count("| mobilenet_v2 | float32-channels_last |") == len(found) + 1

@@ -238,16 +238,18 @@ def _depthwise_cases(device: torch.device, quick: bool) -> Iterator[Case]:
 
 
 # Channels_last blocks of two networks, against cuDNN's channels_last kernels
-# (F.conv2d(groups=C) on channels_last tensors): (name, channels, kernel size).
-_DEPTHWISE_NHWC = (("mobilenet", 144, 3), ("convnext", 96, 7))
+# (F.conv2d(groups=C) on channels_last tensors): (name, channels, kernel size,
+# image size, stride). MobileNetV2's stride-2 block is where a gathering input
+# gradient spends its time finding the taps that read each pixel.
+_DEPTHWISE_NHWC = (("mobilenet", 144, 3, 56, 1), ("mobilenet s2", 96, 3, 112, 2), ("convnext", 96, 7, 56, 1))
 
 
-def _depthwise_same(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return customops.depthwise_conv2d(x, w, None, 1, w.shape[-1] // 2)
+def _depthwise_same(stride: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    return lambda x, w: customops.depthwise_conv2d(x, w, None, stride, w.shape[-1] // 2)
 
 
-def _cudnn_depthwise_same(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return torch.nn.functional.conv2d(x, w, None, 1, w.shape[-1] // 2, 1, x.shape[1])
+def _cudnn_depthwise_same(stride: int) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    return lambda x, w: torch.nn.functional.conv2d(x, w, None, stride, w.shape[-1] // 2, 1, x.shape[1])
 
 
 def _forward_of(conv) -> Callable[[State], object]:
@@ -263,23 +265,26 @@ def _depthwise_channels_last_cases(device: torch.device, quick: bool) -> Iterato
     # On the CPU, bfloat16 is autocast's dtype (float16 convolutions there are rare and slow in PyTorch).
     dtypes = (torch.float16, torch.float32) if device.type == "cuda" else (torch.bfloat16, torch.float32)
     batch = 64 if device.type == "cuda" else 8
-    for name, c, k in _DEPTHWISE_NHWC:
-        x_shape = ((2 if quick else batch), c, 56, 56)
-        label = f"{name} {'x'.join(map(str, x_shape))} k{k} channels_last"
+    for name, c, k, hw, stride in _DEPTHWISE_NHWC:
+        x_shape = ((2 if quick else batch), c, hw, hw)
+        out_hw = (hw - 1) // stride + 1  # padding k // 2
+        y_shape = (x_shape[0], c, out_hw, out_hw)
+        label = f"{name} {'x'.join(map(str, x_shape))} k{k}{f' s{stride}' if stride > 1 else ''} channels_last"
         for dtype in dtypes:
-            def setup(dtype=dtype, x_shape=x_shape, k=k):
+            def setup(dtype=dtype, x_shape=x_shape, y_shape=y_shape, k=k):
                 x = torch.randn(x_shape, device=device, dtype=dtype).to(memory_format=torch.channels_last)
                 w = torch.randn(x_shape[1], 1, k, k, device=device, dtype=dtype) / k
-                g = torch.randn_like(x)  # channels_last, the output's shape at stride 1
+                g = torch.randn(y_shape, device=device, dtype=dtype).to(memory_format=torch.channels_last)
                 return {"x": x.requires_grad_(), "w": w.requires_grad_(), "g": g}
 
-            size = torch.Size(x_shape).numel() * torch.empty((), dtype=dtype).element_size()
-            yield Case("depthwise_conv2d", f"forward {label}", dtype, setup, _forward_of(_depthwise_same),
-                       {"F.conv2d": _forward_of(_cudnn_depthwise_same)},
-                       bytes=2 * size)  # read x, write y
-            yield Case("depthwise_conv2d", f"fwd+bwd {label}", dtype, setup, _fwd_bwd_of(_depthwise_same),
-                       {"F.conv2d": _fwd_bwd_of(_cudnn_depthwise_same)},
-                       bytes=5 * size)  # forward: x, y; backward: g, x, grad_input
+            itemsize = torch.empty((), dtype=dtype).element_size()
+            size, out_size = torch.Size(x_shape).numel() * itemsize, torch.Size(y_shape).numel() * itemsize
+            yield Case("depthwise_conv2d", f"forward {label}", dtype, setup, _forward_of(_depthwise_same(stride)),
+                       {"F.conv2d": _forward_of(_cudnn_depthwise_same(stride))},
+                       bytes=size + out_size)  # read x, write y
+            yield Case("depthwise_conv2d", f"fwd+bwd {label}", dtype, setup, _fwd_bwd_of(_depthwise_same(stride)),
+                       {"F.conv2d": _fwd_bwd_of(_cudnn_depthwise_same(stride))},
+                       bytes=3 * size + 2 * out_size)  # forward: x, y; backward: g, x, grad_input
 
 
 def _conv2d_demo(device: torch.device) -> Demo:
