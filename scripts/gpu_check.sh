@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything worth running on the GPU machine, in one call (its python3 already
 # has torch; it has no network): build, all tests, compute-sanitizer over the
-# C++ tests, the benchmarks (op table and model training steps, written into
+# C++ tests, the benchmarks (op table, model training steps and their depthwise layers, written into
 # docs/ and $OUT) and the demo. One part alone, to fit a time limit: `tests`
 # (build, tests, sanitizer) or `bench` (build, benchmarks, demo).
 #   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh [tests|bench]
@@ -38,7 +38,9 @@ python3 -m customops.benchmark.breakdown --markdown "docs/benchmarks/cuda_${tag}
   | tee -a "$OUT/bench.log" || status=1
 python3 -m customops.benchmark.models --device cuda --markdown "docs/benchmarks/models_${tag}.md" \
   --plot "docs/benchmarks/models_${tag}.png" 2>&1 | tee -a "$OUT/bench.log" || status=1
-cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_${tag}".* "$OUT/" 2>/dev/null
+python3 -m customops.benchmark.layers --device cuda --markdown "docs/benchmarks/layers_${tag}.md" 2>&1 \
+  | tee -a "$OUT/bench.log" || status=1
+cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_${tag}".* "docs/benchmarks/layers_${tag}.md" "$OUT/" 2>/dev/null
 python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" 2>&1 | tee -a "$OUT/bench.log" || status=1
 echo "gpu_check exit status: $status"
 exit $status
