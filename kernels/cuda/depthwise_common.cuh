@@ -64,10 +64,10 @@ __global__ void sum_parts_kernel(const opmath_t* __restrict__ partial, int64_t p
 
 } // namespace depthwise_detail
 
-// The weight gradient from the blocks' partial sums (parts, ...): added part
-// after part (a fixed order) and rounded to `dtype` in one launch, with the
-// sizes of `like`. (at::sum then a cast are two more operators on the host, and
-// in a CPU-bound training step the host's time is the step's.)
+// The weight gradient, of the given sizes, from the blocks' partial sums
+// (parts, ...): added part after part (a fixed order) and rounded to `dtype` in
+// one launch. (at::sum then a cast are two more operators on the host, and in a
+// host-bound training step the host's time is the step's.)
 inline at::Tensor sum_parts(const at::Tensor& partial, at::ScalarType dtype, at::IntArrayRef sizes) {
   at::Tensor out = at::empty(sizes, partial.options().dtype(dtype));
   const int64_t parts = partial.size(0), n = out.numel();
