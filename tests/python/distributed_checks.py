@@ -147,24 +147,37 @@ def check_rules(mesh) -> list[str]:
     return failures
 
 
+def _every_layer_net():
+    """scripts/two_gpu_check.py's network of every customops layer (the GPU check trains the same one)."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "two_gpu_check.py")
+    spec = importlib.util.spec_from_file_location("two_gpu_check", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.EveryLayer
+
+
 def train_step_matches(mesh) -> list[str]:
-    """A small model of every customops layer: a step on a batch-sharded DTensor input with replicated
-    parameters gives the full batch's output and the same parameter gradients as the unsharded step."""
+    """A network of every customops layer: a step on batch-sharded DTensor inputs with replicated parameters
+    gives the full batch's output and the same parameter gradients as the unsharded step."""
     torch.manual_seed(0)
-    model = torch.nn.Sequential(
-        customops.Conv2d(4, 8, 3, padding=1), customops.QuickGELU(),
-        customops.DepthwiseConv2d(8, 8, 3, padding=1), customops.UpsampleBilinear2d(scale_factor=2),
-        customops.Conv2d(8, 4, 1),
-    ).double()
-    x = torch.randn(4, 4, 6, 6, dtype=torch.float64)
-    model(x).square().mean().backward()
+    model = _every_layer_net()().double()
+    x = torch.randn(4, 3, 8, 8, dtype=torch.float64)
+    points = torch.rand(4, 3, dtype=torch.float64) * 2 - 1
+    want_out = model(x, points)
+    want_out.square().mean().backward()
     want = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad(set_to_none=True)
     distribute_module(model, mesh)  # parameters become replicated DTensors
-    out = model(distribute_tensor(x, mesh, [Shard(0)]))
+    out = model(distribute_tensor(x, mesh, [Shard(0)]), distribute_tensor(points, mesh, [Shard(0)]))
     failures = []
     if list(out.placements) != [Shard(0)]:
         failures.append(f"model output placed {out.placements}, expected Shard(0)")
+    try:
+        torch.testing.assert_close(out.full_tensor(), want_out.detach())
+    except AssertionError as e:
+        failures.append(f"model output: {e}")
     out.square().mean().backward()
     for n, p in model.named_parameters():
         try:
