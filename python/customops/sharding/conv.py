@@ -34,13 +34,19 @@ def _channel_dim(x) -> int:
     return len(tensor_shape(x)) - 3
 
 
-def _conv2d(mesh_size, x, w, bias=None, stride=None, padding=None, dilation=None, groups=1):
-    cd = _channel_dim(x)
+def _forward_rules(x, bias):
+    """What both convolutions allow: everything replicated, the batch, and (linear) a Partial input."""
     rules = [_with_bias([R, R, R], R, bias)]
-    if cd == 1:
+    if _channel_dim(x) == 1:
         rules.append(_with_bias([Shard(0), Shard(0), R], R, bias))
     if bias is None:
         rules.append([P, P, R])
+    return rules
+
+
+def _conv2d(mesh_size, x, w, bias=None, stride=None, padding=None, dilation=None, groups=1):
+    cd = _channel_dim(x)
+    rules = _forward_rules(x, bias)
     if groups == 1:
         rules.append(_with_bias([Shard(cd), R, Shard(0)], Shard(0), bias))
         if bias is None:
@@ -52,11 +58,17 @@ def _grads(mask, gx, gw, gb):
     return [p if wanted else None for p, wanted in zip((gx, gw, gb), mask)]
 
 
+def _backward_rules(x, mask):
+    """Both backward ops: everything replicated, and the batch (the weight and bias gradients sum over it)."""
+    rules = [_grads(mask, R, R, R) + [R, R, R]]
+    if _channel_dim(x) == 1:
+        rules.append(_grads(mask, Shard(0), P, P) + [Shard(0), Shard(0), R])
+    return rules
+
+
 def _conv2d_backward(mesh_size, g, x, w, stride, padding, dilation, groups, mask):
     cd = _channel_dim(x)
-    rules = [_grads(mask, R, R, R) + [R, R, R]]
-    if cd == 1:
-        rules.append(_grads(mask, Shard(0), P, P) + [Shard(0), Shard(0), R])
+    rules = _backward_rules(x, mask)
     if groups == 1:
         rules.append(_grads(mask, P, Shard(0), Shard(0)) + [Shard(cd), R, Shard(0)])
         rules.append(_grads(mask, Shard(cd), Shard(1), R) + [R, Shard(cd), Shard(1)])
@@ -65,11 +77,7 @@ def _conv2d_backward(mesh_size, g, x, w, stride, padding, dilation, groups, mask
 
 def _depthwise(mesh_size, x, w, bias=None, *window):
     cd = _channel_dim(x)
-    rules = [_with_bias([R, R, R], R, bias)]
-    if cd == 1:
-        rules.append(_with_bias([Shard(0), Shard(0), R], R, bias))
-    if bias is None:
-        rules.append([P, P, R])
+    rules = _forward_rules(x, bias)
     if tensor_shape(x)[cd] % mesh_size == 0:
         rules.append(_with_bias([Shard(cd), Shard(cd), Shard(0)], Shard(0), bias))
     return rules
@@ -77,9 +85,7 @@ def _depthwise(mesh_size, x, w, bias=None, *window):
 
 def _depthwise_backward(mesh_size, g, x, w, stride, padding, dilation, mask):
     cd = _channel_dim(x)
-    rules = [_grads(mask, R, R, R) + [R, R, R]]
-    if cd == 1:
-        rules.append(_grads(mask, Shard(0), P, P) + [Shard(0), Shard(0), R])
+    rules = _backward_rules(x, mask)
     if tensor_shape(x)[cd] % mesh_size == 0:
         rules.append(_grads(mask, Shard(cd), Shard(0), Shard(0)) + [Shard(cd), Shard(cd), Shard(0)])
     return rules
