@@ -65,8 +65,9 @@ def _cases():
     yield "col2im batch", ops.col2im.default, (cols, [9, 8], *win), [Shard(0)], [Shard(0)]
     yield "col2im channels", ops.col2im.default, (cols, [9, 8], *win), [Shard(1)], [Shard(1)]
     yield "col2im partial", ops.col2im.default, (cols, [9, 8], *win), [P], [P]
-    yield "im2col_backward channels", ops.im2col_backward.default, (cols, [9, 8], *win), [Shard(1)], [Shard(1)]
-    yield "col2im_backward batch", ops.col2im_backward.default, (img, *win), [Shard(0)], [Shard(0)]
+    for pl in (Shard(0), Shard(1), P):
+        yield f"im2col_backward {pl}", ops.im2col_backward.default, (cols, [9, 8], *win), [pl], [pl]
+        yield f"col2im_backward {pl}", ops.col2im_backward.default, (img, *win), [pl], [pl]
 
     w, b = rnd(8, 6, 3, 3), rnd(8)
     conv = (x, w, b, [1, 1], [1, 1], [1, 1], 1)
@@ -87,12 +88,18 @@ def _cases():
            [Shard(1), Shard(1), R])
     bwd_mask = (go, x, w, [1, 1], [1, 1], [1, 1], 1, [True, False, False])
     yield "conv2d_backward masked", ops.conv2d_backward.default, bwd_mask, [Shard(0), Shard(0), R], [Shard(0)]
+    bwd_g = (go, x, conv_g[1], [1, 1], [1, 1], [1, 1], 2, [False, True, True])
+    yield "conv2d_backward groups batch", ops.conv2d_backward.default, bwd_g, [Shard(0), Shard(0), R], [P, P]
+    unbatched = (x[0], w, b, [1, 1], [1, 1], [1, 1], 1)
+    yield "conv2d unbatched out channels", ops.conv2d.default, unbatched, [R, Shard(0), Shard(0)], [Shard(0)]
 
     dw, db = rnd(12, 1, 3, 3), rnd(12)  # channel multiplier 2
     dconv = (x, dw, db, [2, 2], [1, 1], [1, 1])
     yield "depthwise batch", ops.depthwise_conv2d.default, dconv, [Shard(0), R, R], [Shard(0)]
     yield "depthwise channels", ops.depthwise_conv2d.default, dconv, [Shard(1), Shard(0), Shard(0)], [Shard(1)]
     yield "depthwise partial", ops.depthwise_conv2d.default, (x, dw, None, [1, 1], [1, 1], [1, 1]), [P, R], [P]
+    yield ("depthwise unbatched channels", ops.depthwise_conv2d.default, (x[0], dw, db, [1, 1], [1, 1], [1, 1]),
+           [Shard(0), Shard(0), Shard(0)], [Shard(0)])
     dgo = rnd(4, 12, 5, 4)
     dbwd = (dgo, x, dw, [2, 2], [1, 1], [1, 1], [True, True, True])
     yield ("depthwise_backward batch", ops.depthwise_conv2d_backward.default, dbwd, [Shard(0), Shard(0), R],
@@ -105,8 +112,9 @@ def _cases():
     yield "upsample channels", ops.upsample_bilinear2d.default, up, [Shard(1)], [Shard(1)]
     yield "upsample partial", ops.upsample_bilinear2d.default, up, [P], [P]
     ugo = rnd(4, 6, 13, 17)
-    yield ("upsample_backward channels", ops.upsample_bilinear2d_backward.default, (ugo, [9, 8], "asymmetric"),
-           [Shard(1)], [Shard(1)])
+    for pl in (Shard(0), Shard(1), P):
+        yield (f"upsample_backward {pl}", ops.upsample_bilinear2d_backward.default, (ugo, [9, 8], "asymmetric"),
+               [pl], [pl])
 
     feats, points = rnd(10, 8, 6), rnd(10, 3).clamp(-1, 1)
     yield "trilinear points", ops.trilinear_interpolation.default, (feats, points), [Shard(0), Shard(0)], [Shard(0)]
@@ -119,6 +127,8 @@ def _cases():
     yield ("trilinear_backward features", ops.trilinear_interpolation_backward.default, tb, [Shard(1), Shard(2), R],
            [Shard(2), P])
     yield "trilinear_backward partial", ops.trilinear_interpolation_backward.default, tb, [P, R, R], [P, P]
+    yield ("trilinear_backward features, feats only", ops.trilinear_interpolation_backward.default,
+           (tgo, feats, points, [True, False]), [Shard(1), Shard(2), R], [Shard(2)])
 
 
 def _as_list(out):
