@@ -6,6 +6,7 @@ library serves TorchScript, torch.compile, torch.export and C++ programs.
 """
 
 from ._library import build_info, library_path
+from . import func  # noqa: F401  (torch.func support: registers Python kernels for transforms)
 from .convert import ConversionReport, convert
 from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,
                          upsample_bilinear2d)
