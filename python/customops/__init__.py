@@ -4,10 +4,12 @@ Importing the package loads libcustomops.so, which registers
 ``torch.ops.customops.*`` (CPU, CUDA, Meta and Autograd kernels). The same
 library serves TorchScript, torch.compile, torch.export and C++ programs.
 Where torch.distributed is available, the ops' DTensor sharding rules are
-registered too (``customops.sharding``).
+registered too (``customops.sharding``), and torch.func transforms see Python
+autograd.Functions of every op (``customops.func``).
 """
 
 from ._library import build_info, library_path
+from . import func  # noqa: F401  (torch.func support: registers Python kernels for transforms)
 from . import sharding  # noqa: E402,F401  (DTensor sharding rules; after the library registered the ops)
 from .convert import ConversionReport, convert
 from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,

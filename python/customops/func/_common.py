@@ -1,0 +1,129 @@
+"""What the family modules of customops.func share: the routing of an operator
+to its autograd.Function while a torch.func transform runs, and vmap helpers.
+
+Why a second autograd implementation beside the C++ one: functorch refuses C++
+``torch::autograd::Function`` ("cannot use C++ torch::autograd::Function with
+functorch transforms"), and a Python ``autograd.Function`` is the only kind it
+can see through (its grad, jvp and vmap rules live in
+torch/_functorch/autograd_function.py). The C++ Autograd kernels stay the only
+autograd of plain eager mode, TorchScript and C++ programs.
+
+Why the FuncTorchDynamicLayerFrontMode key, not Autograd: that key is in the
+thread's dispatch keys exactly while a torch.func transform is active, so a
+kernel there runs only under transforms and leaves every other call to the
+C++ kernels. Overriding the Autograd key instead would replace the C++ autograd
+for all Python callers, print PyTorch's "Overriding a previously registered
+kernel" warning, and still fail: functorch's key is excluded inside Autograd
+kernels, so an autograd.Function applied there never reaches functorch's rules
+(torch.library.register_autograd has that limitation too).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional, Sequence
+
+import torch
+from torch._C._functorch import TransformType
+from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
+from torch._subclasses.functional_tensor import FunctorchFunctionalizeAPI
+
+ops = torch.ops.customops
+
+_KEY = "FuncTorchDynamicLayerFrontMode"
+_LIBRARY = torch.library.Library("customops", "IMPL", _KEY)
+
+
+def register(name: str, function: type[torch.autograd.Function]) -> None:
+    """Routes customops::<name> to ``function`` while a torch.func transform is active."""
+    op = getattr(ops, name).default
+    defaults = [a.default_value for a in op._schema.arguments]
+
+    def kernel(*args):
+        # The dispatcher drops trailing arguments that equal their defaults;
+        # the Functions take every argument positionally.
+        args = (*args, *defaults[len(args):])
+        interpreter = retrieve_current_functorch_interpreter()
+        if interpreter.key() == TransformType.Functionalize:
+            # functorch has no functionalize rule for autograd.Function; the ops are
+            # functional, so the next level down can run them as they are.
+            api = FunctorchFunctionalizeAPI(interpreter)
+            with api.redispatch_to_next():
+                out = op(*api.unwrap_tensors(args))
+            return api.wrap_tensors(out)
+        return function.apply(*args)
+
+    _LIBRARY.impl(name, kernel, _KEY)
+
+
+def below_autograd():
+    """For a Function's forward, which runs with no transform left: the kernels
+    without the C++ autograd (the Function records the graph itself)."""
+    return torch._C._AutoDispatchBelowAutograd()
+
+
+def batch_first(x: Optional[torch.Tensor], bdim: Optional[int], batch_size: int) -> Optional[torch.Tensor]:
+    """x with its vmapped dimension first; an unbatched x expanded (a view) to the batch."""
+    if x is None:
+        return None
+    if bdim is None:
+        return x.expand(batch_size, *x.shape)
+    return x.movedim(bdim, 0)
+
+
+def fold_into_batch(op: Callable, x: torch.Tensor, rank: int, unbatched: bool, *args):
+    """vmap rule of an op that treats the images (points, ...) of its batch
+    dimension independently: the vmapped dimension joins that batch.
+
+    ``x`` has its vmapped dimension first; ``rank`` is the op's batched input
+    rank; ``unbatched`` whether the op also takes inputs without the batch
+    dimension (then the vmapped dimension is their batch). An input of another
+    rank goes to the op as one sample, so that the op raises its own error.
+    """
+    logical = x.dim() - 1
+    if unbatched and logical == rank - 1:
+        return op(x, *args), 0
+    if logical != rank:
+        op(x[0], *args)  # raises the op's message for this rank
+        raise RuntimeError(f"customops.func: unexpected {logical}-D input")  # unreachable for a checking op
+    b, n = x.shape[:2]
+    return op(x.flatten(0, 1), *args).unflatten(0, (b, n)), 0
+
+
+def linear_function(name: str, op: Callable, adjoint: Callable, rank: int, unbatched: bool
+                    ) -> type[torch.autograd.Function]:
+    """The autograd.Function of a linear op ``y = op(x, *params)`` whose only
+    tensor is x: the gradient is ``adjoint(g, x.shape, *params)``, the tangent
+    ``op(t, *params)``, and vmap folds the vmapped dimension into the batch
+    (see fold_into_batch for rank and unbatched)."""
+
+    def forward(x, *params):
+        with below_autograd():
+            return op(x, *params)
+
+    def setup_context(ctx, inputs, output):
+        ctx.shape, ctx.params = inputs[0].shape, inputs[1:]
+
+    def backward(ctx, grad):
+        return (adjoint(grad, ctx.shape, *ctx.params), *(None for _ in ctx.params))
+
+    def jvp(ctx, tangent, *_):
+        return op(tangent, *ctx.params)
+
+    def vmap(info, in_dims, x, *params):
+        return fold_into_batch(op, x.movedim(in_dims[0], 0), rank, unbatched, *params)
+
+    return type(name, (torch.autograd.Function,), {
+        "forward": staticmethod(forward), "setup_context": staticmethod(setup_context),
+        "backward": staticmethod(backward), "jvp": staticmethod(jvp), "vmap": staticmethod(vmap),
+    })
+
+
+def add(total: Optional[torch.Tensor], term: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    """total + term where None stands for zero (an input without a gradient or tangent)."""
+    if term is None:
+        return total
+    return term if total is None else total + term
+
+
+def mask_of(ctx, count: int) -> Sequence[bool]:
+    return [bool(ctx.needs_input_grad[i]) for i in range(count)]

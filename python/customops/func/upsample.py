@@ -1,0 +1,16 @@
+"""torch.func support of upsample_bilinear2d and its backward: two linear maps,
+each the other's adjoint. vmap folds the vmapped dimension into N."""
+
+from __future__ import annotations
+
+from ._common import linear_function, ops, register
+
+UpsampleBilinear2d = linear_function(
+    "UpsampleBilinear2d", ops.upsample_bilinear2d,
+    lambda g, shape, size, mode: ops.upsample_bilinear2d_backward(g, list(shape[-2:]), mode), 4, False)
+UpsampleBilinear2dBackward = linear_function(
+    "UpsampleBilinear2dBackward", ops.upsample_bilinear2d_backward,
+    lambda g, shape, size, mode: ops.upsample_bilinear2d(g, list(shape[-2:]), mode), 4, False)
+
+register("upsample_bilinear2d", UpsampleBilinear2d)
+register("upsample_bilinear2d_backward", UpsampleBilinear2dBackward)
