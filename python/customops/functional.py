@@ -295,7 +295,8 @@ def upsample_bilinear2d(
                     int(math.floor(float(input.shape[-1]) * scales[1]))]
         if (recompute_scale_factor is None or not recompute_scale_factor) and coordinate_mode != "align_corners" \
                 and not _scale_is_ratio(input, scales, out_size):
-            if coordinate_mode == "half_pixel":
+            # Inputs the op refuses (not 4-D, empty result) go on to it for its message.
+            if coordinate_mode == "half_pixel" and input.dim() == 4 and out_size[0] > 0 and out_size[1] > 0:
                 return torch.nn.functional.interpolate(input, scale_factor=scales, mode="bilinear",
                                                        align_corners=False, recompute_scale_factor=False)
             if recompute_scale_factor is not None:
