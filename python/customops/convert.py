@@ -216,7 +216,8 @@ class _Converter:
                     and any(not (s.is_integer() and s >= 1) for s in scales)):
                 return None, (f"scale_factor={scale} is not a whole number and recompute_scale_factor is not "
                               "set: PyTorch maps coordinates with 1/scale_factor, customops with in/out")
-        return UpsampleBilinear2d(size=size, scale_factor=scale, coordinate_mode=mode), ""
+        return UpsampleBilinear2d(size=size, scale_factor=scale, coordinate_mode=mode,
+                                  recompute_scale_factor=getattr(m, "recompute_scale_factor", None)), ""
 
 
 def _take_over(new: nn.Module, old: nn.Module) -> None:

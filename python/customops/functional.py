@@ -4,7 +4,7 @@ eager mode, under torch.compile and torch.export, and inside TorchScript."""
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -18,6 +18,41 @@ def _int_pair(v: BroadcastingList2[int]) -> list[int]:
     if isinstance(v, int):
         return [int(v), int(v)]
     return [int(e) for e in v]
+
+
+def _padding_sides(padding: Union[str, int, List[int], Tuple[int, int]], kernel_size: List[int],
+                   stride: List[int], dilation: List[int]) -> List[List[int]]:
+    """(before, after) padding per spatial dimension, as F.conv2d reads its
+    padding argument, with F.conv2d's errors. 'same' pads d*(k-1) in all, the
+    odd one after (bottom, right), as ATen's conv_padding_same."""
+    if isinstance(padding, str):
+        if padding == "valid":
+            return [[0, 0], [0, 0]]
+        if padding != "same":
+            raise RuntimeError("Invalid padding string: '" + padding + "'")
+        if stride[0] != 1 or stride[1] != 1:
+            raise RuntimeError("padding='same' is not supported for strided convolutions")
+        sides: List[List[int]] = []
+        for i in range(2):
+            total = dilation[i] * (kernel_size[i] - 1)
+            sides.append([total // 2, total - total // 2])
+        return sides
+    # One branch per type: TorchScript refines a Union only through isinstance.
+    elif isinstance(padding, int):
+        return [[int(padding), int(padding)], [int(padding), int(padding)]]
+    elif isinstance(padding, list):
+        return [[int(padding[0]), int(padding[0])], [int(padding[1]), int(padding[1])]]
+    else:
+        return [[int(padding[0]), int(padding[0])], [int(padding[1]), int(padding[1])]]
+
+
+def _pad_for_conv(input: Tensor, sides: List[List[int]]) -> Tuple[Tensor, List[int]]:
+    """The input and the symmetric padding for the op: the kernels pad both
+    sides alike, so the extra row/column of an asymmetric 'same' is added here."""
+    (top, bottom), (left, right) = sides[0], sides[1]
+    if bottom != top or right != left:
+        input = torch.nn.functional.pad(input, [0, right - left, 0, bottom - top])
+    return input, [top, left]
 
 
 def quick_gelu(x: Tensor) -> Tensor:
@@ -103,12 +138,12 @@ def conv2d(
     weight: Tensor,
     bias: Optional[Tensor] = None,
     stride: BroadcastingList2[int] = 1,
-    padding: BroadcastingList2[int] = 0,
+    padding: Union[str, int, List[int], Tuple[int, int]] = 0,
     dilation: BroadcastingList2[int] = 1,
     groups: int = 1,
 ) -> Tensor:
-    r"""2-D convolution, equal to :func:`torch.nn.functional.conv2d` with numeric
-    padding, computed as im2col + GEMM (BLAS on CPU, cuBLAS on CUDA).
+    r"""2-D convolution, equal to :func:`torch.nn.functional.conv2d` for the same
+    arguments, computed as im2col + GEMM (BLAS on CPU, cuBLAS on CUDA).
 
     The column buffer is built a chunk of the batch at a time, so the extra memory
     stays under ``CUSTOMOPS_CONV2D_WORKSPACE_MIB`` (default 256 MiB; at least one
@@ -120,7 +155,11 @@ def conv2d(
             float32 or float64, on CPU or CUDA. Any memory layout.
         weight: ``(O, C/groups, kh, kw)``, same dtype and device.
         bias: ``(O,)`` or None.
-        stride, padding, dilation: an int or a pair ``(height, width)``.
+        stride, dilation: an int or a pair ``(height, width)``.
+        padding: an int, a pair, ``"valid"`` (none) or ``"same"`` (output size = input
+            size; stride 1 only, else RuntimeError as ``F.conv2d``). An odd total
+            ``dilation * (k - 1)`` puts the extra row/column at the bottom/right, as
+            ``F.conv2d`` does; that one is padded by ``F.pad`` before the op.
         groups: divides both C and O.
 
     Returns:
@@ -130,9 +169,10 @@ def conv2d(
         ``torch.backends.cuda.matmul.allow_tf32`` allows (off by default), unlike
         cuDNN convolutions, which follow ``torch.backends.cudnn.allow_tf32`` (on).
     """
-    return torch.ops.customops.conv2d(
-        input, weight, bias, _int_pair(stride), _int_pair(padding), _int_pair(dilation), int(groups)
-    )
+    strides, dilations = _int_pair(stride), _int_pair(dilation)
+    input, pads = _pad_for_conv(input, _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides,
+                                                      dilations))
+    return torch.ops.customops.conv2d(input, weight, bias, strides, pads, dilations, int(groups))
 
 
 def depthwise_conv2d(
@@ -140,7 +180,7 @@ def depthwise_conv2d(
     weight: Tensor,
     bias: Optional[Tensor] = None,
     stride: BroadcastingList2[int] = 1,
-    padding: BroadcastingList2[int] = 0,
+    padding: Union[str, int, List[int], Tuple[int, int]] = 0,
     dilation: BroadcastingList2[int] = 1,
 ) -> Tensor:
     r"""Depthwise 2-D convolution: each input channel ``c`` is convolved with its
@@ -154,26 +194,36 @@ def depthwise_conv2d(
             float32 or float64, on CPU or CUDA. Any memory layout.
         weight: ``(C*m, 1, kh, kw)`` for a channel multiplier ``m >= 1``.
         bias: ``(C*m,)`` or None.
-        stride, padding, dilation: an int or a pair ``(height, width)``.
+        stride, dilation: an int or a pair ``(height, width)``.
+        padding: an int, a pair, ``"valid"`` or ``"same"``, as for :func:`conv2d`.
 
     Returns:
         ``(N, C*m, out_h, out_w)`` (or unbatched), channels_last for a channels_last input (computed
         by NHWC kernels, no conversion), else contiguous. Differentiable twice.
         The weight gradient is reduced in a fixed order: identical run to run.
     """
-    return torch.ops.customops.depthwise_conv2d(
-        input, weight, bias, _int_pair(stride), _int_pair(padding), _int_pair(dilation)
-    )
+    strides, dilations = _int_pair(stride), _int_pair(dilation)
+    input, pads = _pad_for_conv(input, _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides,
+                                                      dilations))
+    return torch.ops.customops.depthwise_conv2d(input, weight, bias, strides, pads, dilations)
 
 
 def upsample_bilinear2d(
     input: Tensor,
     output_size: Optional[BroadcastingList2[int]] = None,
-    coordinate_mode: str = "half_pixel",
+    coordinate_mode: Optional[str] = None,
     scale_factor: Optional[BroadcastingList2[float]] = None,
+    size: Optional[BroadcastingList2[int]] = None,
+    mode: str = "bilinear",
+    align_corners: Optional[bool] = None,
+    recompute_scale_factor: Optional[bool] = None,
+    antialias: bool = False,
 ) -> Tensor:
     r"""Bilinear resize of an ``(N, C, H, W)`` tensor, up or down by any ratio,
     with the source-coordinate convention of the framework a model must match.
+    Also takes the keyword arguments of ``F.interpolate(mode="bilinear")``
+    (``size``, ``scale_factor``, ``align_corners``, ``recompute_scale_factor``)
+    with its results; positionally, the third argument is ``coordinate_mode``.
 
     Along each axis, output index ``o`` samples the input at ``src``:
 
@@ -192,12 +242,25 @@ def upsample_bilinear2d(
     Args:
         input: ``(N, C, H, W)``; float16, bfloat16, float32 or float64, on CPU or
             CUDA. A channels_last input gives a channels_last result.
-        output_size: ``(out_h, out_w)``, or an int for both.
-        coordinate_mode: ``"half_pixel"`` (default), ``"align_corners"`` or ``"asymmetric"``.
-        scale_factor: instead of ``output_size``: ``out = floor(in * scale_factor)`` per axis.
-            The mapping then uses ``in/out``, as ``F.interpolate`` with
-            ``recompute_scale_factor=True`` and as TensorFlow, so results equal
-            ``F.interpolate(scale_factor=s)`` whenever ``in * s`` is a whole number.
+        output_size: ``(out_h, out_w)``, or an int for both. ``size`` is the same
+            argument under ``F.interpolate``'s name.
+        coordinate_mode: ``"half_pixel"``, ``"align_corners"`` or ``"asymmetric"``;
+            by default ``"align_corners"`` if ``align_corners`` is True, else
+            ``"half_pixel"`` (``F.interpolate``'s default).
+        scale_factor: instead of ``output_size``: ``out = floor(in * scale_factor)``
+            per axis (a float, or a pair). As in ``F.interpolate``, unless
+            ``recompute_scale_factor=True`` the half_pixel mapping then uses
+            ``1/scale_factor`` in place of ``in/out``; the two differ when ``in *
+            scale_factor`` is not a whole number, and the kernels of this op take
+            only sizes, so those calls run PyTorch's own bilinear kernel (equal to
+            ``F.interpolate``; its CUDA backward is not deterministic). align_corners
+            ignores the scale, as in PyTorch; asymmetric (TensorFlow, which has no
+            scale factors) uses ``in/out`` and refuses ``recompute_scale_factor=False``
+            where the two differ.
+        mode: ``"bilinear"`` only (``F.interpolate``'s argument; others raise).
+        align_corners: ``F.interpolate``'s flag, an alternative to ``coordinate_mode``.
+        recompute_scale_factor: ``True``: the mapping uses ``in/out`` (see scale_factor).
+        antialias: ``True`` raises: antialiased downsampling is not implemented.
 
     Returns:
         ``(N, C, out_h, out_w)``. Differentiable (twice); the backward gathers the
@@ -205,18 +268,55 @@ def upsample_bilinear2d(
         bit-identical results run to run and runs under
         ``torch.use_deterministic_algorithms(True)``, on CPU and CUDA.
     """
+    if antialias:
+        raise ValueError("upsample_bilinear2d: antialias=True is not supported (no antialiasing filter); "
+                         "use torch.nn.functional.interpolate for antialiased resizing")
+    if mode != "bilinear":
+        raise ValueError("upsample_bilinear2d: mode must be 'bilinear', got '" + mode + "'")
+    if size is not None:
+        if output_size is not None:
+            raise ValueError("upsample_bilinear2d: give output_size or size (its F.interpolate name), not both")
+        output_size = size
+    if coordinate_mode is None:
+        coordinate_mode = "align_corners" if align_corners is not None and align_corners else "half_pixel"
+    elif align_corners is not None and align_corners != (coordinate_mode == "align_corners"):
+        raise ValueError("upsample_bilinear2d: coordinate_mode='" + coordinate_mode + "' contradicts align_corners="
+                         + str(align_corners))
     if output_size is not None and scale_factor is not None:
         raise ValueError("upsample_bilinear2d: give output_size or scale_factor, not both")
     if output_size is not None:
+        if recompute_scale_factor is not None and recompute_scale_factor:
+            raise ValueError("upsample_bilinear2d: recompute_scale_factor is not meaningful with an explicit size")
         out_size = _int_pair(output_size)
     elif scale_factor is not None:
         scales = [float(scale_factor), float(scale_factor)] if isinstance(scale_factor, float) else \
             [float(s) for s in scale_factor]
         out_size = [int(math.floor(float(input.shape[-2]) * scales[0])),
                     int(math.floor(float(input.shape[-1]) * scales[1]))]
+        if (recompute_scale_factor is None or not recompute_scale_factor) and coordinate_mode != "align_corners" \
+                and not _scale_is_ratio(input, scales, out_size):
+            # Inputs the op refuses (not 4-D, empty result) go on to it for its message.
+            if coordinate_mode == "half_pixel" and input.dim() == 4 and out_size[0] > 0 and out_size[1] > 0:
+                return torch.nn.functional.interpolate(input, scale_factor=scales, mode="bilinear",
+                                                       align_corners=False, recompute_scale_factor=False)
+            if recompute_scale_factor is not None:
+                raise ValueError("upsample_bilinear2d: coordinate_mode='asymmetric' maps with in/out; "
+                                 "recompute_scale_factor=False asks for 1/scale_factor, which differs here "
+                                 "(in * scale_factor is not a whole number)")
     else:
         raise ValueError("upsample_bilinear2d: give output_size or scale_factor")
     return torch.ops.customops.upsample_bilinear2d(input, out_size, coordinate_mode)
+
+
+def _scale_is_ratio(input: Tensor, scales: List[float], out_size: List[int]) -> bool:
+    """Whether 1/scale equals in/out on both axes (in * scale whole). A whole
+    scale is checked without the sizes, so that symbolic sizes under
+    torch.compile(dynamic=True) add no guard."""
+    for i in range(2):
+        s = scales[i]
+        if s != float(math.floor(s)) and float(input.shape[i - 2]) * s != float(out_size[i]):
+            return False
+    return True
 
 
 def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:

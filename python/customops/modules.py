@@ -89,20 +89,13 @@ class _Conv(nn.Module):
         self.reset_parameters()
 
     def _set_padding(self) -> None:
-        # Per dimension (before, after), as nn.Conv2d computes them.
-        if self.padding == "valid":
-            pads = [(0, 0), (0, 0)]
-        elif self.padding == "same":
-            if any(s != 1 for s in self.stride):
-                raise ValueError("padding='same' is not supported for strided convolutions")
-            pads = []
-            for d, k in zip(self.dilation, self.kernel_size):
-                total = d * (k - 1)
-                pads.append((total // 2, total - total // 2))
-        elif isinstance(self.padding, str):
+        # Per dimension (before, after), read as customops.conv2d (and F.conv2d) read padding.
+        if isinstance(self.padding, str) and self.padding not in ("valid", "same"):
             raise ValueError(f"padding must be 'valid', 'same', an int or a pair, got {self.padding!r}")
-        else:
-            pads = [(p, p) for p in self.padding]
+        try:
+            pads = F._padding_sides(self.padding, self.kernel_size, self.stride, self.dilation)
+        except RuntimeError as e:  # nn.Conv2d raises ValueError where F.conv2d raises RuntimeError
+            raise ValueError(str(e)) from None
         (top, bottom), (left, right) = pads
         if self.padding_mode == "zeros":
             # The op pads symmetrically; 'same' with an even extent needs one more after.
@@ -175,7 +168,8 @@ class DepthwiseConv2d(_Conv):
 class UpsampleBilinear2d(nn.Module):
     r""":func:`customops.upsample_bilinear2d` as a module: like ``nn.Upsample(mode="bilinear")``
     with a ``coordinate_mode`` (``"half_pixel"``, ``"align_corners"`` or ``"asymmetric"``)
-    in place of ``align_corners``.
+    in place of ``align_corners``; ``scale_factor`` and ``recompute_scale_factor``
+    as :func:`customops.upsample_bilinear2d` reads them (as ``nn.Upsample``).
 
     Example::
 
@@ -183,7 +177,8 @@ class UpsampleBilinear2d(nn.Module):
         >>> y = up(torch.randn(1, 3, 8, 8))  # (1, 3, 16, 16), as TF1 resize_bilinear
     """
 
-    def __init__(self, size=None, scale_factor=None, coordinate_mode: str = "half_pixel") -> None:
+    def __init__(self, size=None, scale_factor=None, coordinate_mode: str = "half_pixel",
+                 recompute_scale_factor: Optional[bool] = None) -> None:
         super().__init__()
         if (size is None) == (scale_factor is None):
             raise ValueError("UpsampleBilinear2d: give exactly one of size and scale_factor")
@@ -191,9 +186,11 @@ class UpsampleBilinear2d(nn.Module):
         self.scale_factor: Optional[List[float]] = (
             None if scale_factor is None else [float(s) for s in _pair(scale_factor)])
         self.coordinate_mode = coordinate_mode
+        self.recompute_scale_factor: Optional[bool] = recompute_scale_factor
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.upsample_bilinear2d(input, self.size, self.coordinate_mode, self.scale_factor)
+        return F.upsample_bilinear2d(input, self.size, self.coordinate_mode, self.scale_factor,
+                                     recompute_scale_factor=self.recompute_scale_factor)
 
     def extra_repr(self) -> str:
         what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"

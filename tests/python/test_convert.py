@@ -203,15 +203,20 @@ def test_left_alone_layers_with_reasons():
 
 def test_skipped_fractional_scale_would_change_numerics():
     """Why resize.fraction is left alone: with scale_factor=1.5 and no recompute,
-    PyTorch samples at (o + 0.5)/1.5 - 0.5, customops at (o + 0.5) * in/out - 0.5,
-    and 5 rows -> 7 rows gives in/out = 5/7, not 1/1.5."""
+    PyTorch samples at (o + 0.5)/1.5 - 0.5, the customops kernel at
+    (o + 0.5) * in/out - 0.5, and 5 rows -> 7 rows gives in/out = 5/7, not 1/1.5.
+    UpsampleBilinear2d(scale_factor=1.5) matches PyTorch only by running
+    PyTorch's kernel, so converting would gain nothing."""
     x = torch.randn(1, 2, 5, 6, dtype=torch.float64)
     theirs = nn.Upsample(scale_factor=1.5, mode="bilinear")(x)
-    ours = customops.UpsampleBilinear2d(scale_factor=1.5)(x)
-    assert theirs.shape == ours.shape == (1, 2, 7, 9)
-    assert (theirs - ours).abs().max() > 1e-3
+    kernel = customops.upsample_bilinear2d(x, (7, 9))
+    assert theirs.shape == kernel.shape == (1, 2, 7, 9)
+    assert (theirs - kernel).abs().max() > 1e-3
+    torch.testing.assert_close(customops.UpsampleBilinear2d(scale_factor=1.5)(x), theirs)
     recomputed = nn.Upsample(scale_factor=1.5, mode="bilinear", recompute_scale_factor=True)(x)
-    torch.testing.assert_close(ours, recomputed)
+    torch.testing.assert_close(customops.UpsampleBilinear2d(scale_factor=1.5, recompute_scale_factor=True)(x),
+                               recomputed)
+    torch.testing.assert_close(kernel, recomputed)
 
 
 def test_inputs_of_other_ranks_behave_as_before():
