@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
                 paths = {
                     "python eager": lambda: (demo.module(*demo.inputs),
                                              median_ms(lambda: demo.module(*demo.inputs), device)),
-                    "torch.compile": lambda: (compiled(*demo.inputs), median_ms(lambda: compiled(*demo.inputs), device)),
+                    "torch.compile": lambda: (compiled(*demo.inputs),
+                                              median_ms(lambda: compiled(*demo.inputs), device)),
                     "TorchScript in C++": lambda: _run_cpp(ts_runner, demo.module, demo.inputs, device, Path(tmp)),
                 }
                 if aoti_out is not None:
@@ -98,8 +99,8 @@ def main(argv: list[str] | None = None) -> int:
                         out, ms = run()
                     err = (out.to(expected.device, torch.float64) - expected).abs().max().item()
                     ok &= err <= TOLERANCE
-                    rows.append((entry.name, device.type, path, f"{err:.2e}", "(package)" if ms is None else f"{ms:.4f}",
-                                 f"{ref_ms:.4f}"))
+                    ms_text = "(package)" if ms is None else f"{ms:.4f}"
+                    rows.append((entry.name, device.type, path, f"{err:.2e}", ms_text, f"{ref_ms:.4f}"))
     print(columns(rows))
     for line in aoti_lines:
         print(line)
