@@ -3,12 +3,16 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(CUSTOMOPS_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/customops)
+# A wheel (pyproject.toml) puts it in share/cmake/customops, as torch's is in torch/share/cmake.
+set(CUSTOMOPS_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/customops
+    CACHE STRING "Where the CMake package (customopsConfig.cmake) is installed, relative to the prefix")
 
 install(TARGETS customops EXPORT customopsTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# Read by the Python package beside the library: it refuses a library built for another torch.
+install(FILES ${PROJECT_BINARY_DIR}/build_info.json DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/ops/include/customops
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT customopsTargets

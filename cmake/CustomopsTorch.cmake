@@ -1,12 +1,16 @@
 # Locates libtorch through the Python interpreter that has torch installed and
 # decides whether the CUDA kernels are built.
 #
-# Inputs:  CUSTOMOPS_PYTHON (interpreter; default: the first python3 found),
+# Inputs:  CUSTOMOPS_PYTHON (interpreter; default: under pip the one running it, else the
+#          first python3 found),
 #          CUSTOMOPS_WITH_CUDA (AUTO/ON/OFF), TORCH_CUDA_ARCH_LIST (default 9.0).
 # Outputs: TORCH_LIBRARIES and friends, CUSTOMOPS_HAVE_CUDA, CUSTOMOPS_TORCH_VERSION,
 #          CUSTOMOPS_TORCH_CMAKE_PREFIX (torch.utils.cmake_prefix_path).
 
-if(NOT CUSTOMOPS_PYTHON)
+if(NOT CUSTOMOPS_PYTHON AND SKBUILD AND Python_EXECUTABLE)
+  # pip (scikit-build-core) builds against the torch of the Python running it.
+  set(CUSTOMOPS_PYTHON "${Python_EXECUTABLE}")
+elseif(NOT CUSTOMOPS_PYTHON)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(CUSTOMOPS_PYTHON "${Python3_EXECUTABLE}")
 elseif(NOT IS_ABSOLUTE "${CUSTOMOPS_PYTHON}")

@@ -41,6 +41,7 @@ python3 -m customops.benchmark.models --device cuda --markdown "docs/benchmarks/
 python3 -m customops.benchmark.layers --device cuda --markdown "docs/benchmarks/layers_${tag}.md" 2>&1 \
   | tee -a "$OUT/bench.log" || status=1
 cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_${tag}".* "docs/benchmarks/layers_${tag}.md" "$OUT/" 2>/dev/null
-python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" 2>&1 | tee -a "$OUT/bench.log" || status=1
+python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" \
+  --aoti-runner "$CUSTOMOPS_BUILD_DIR/examples/customops_aoti" 2>&1 | tee -a "$OUT/bench.log" || status=1
 echo "gpu_check exit status: $status"
 exit $status

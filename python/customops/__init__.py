@@ -8,7 +8,9 @@ registered too (``customops.sharding``), and torch.func transforms see Python
 autograd.Functions of every op (``customops.func``).
 """
 
-from ._library import build_info, library_path
+from ._library import build_info, library_path, runner_path  # loads libcustomops.so
+from ._library import cmake_prefix_path as _cmake_prefix_path
+from . import aoti
 from . import func  # noqa: F401  (torch.func support: registers Python kernels for transforms)
 from . import sharding  # noqa: E402,F401  (DTensor sharding rules; after the library registered the ops)
 from .convert import ConversionReport, convert
@@ -18,9 +20,13 @@ from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, Trilin
                       UpsampleBilinear2d)
 
 __version__ = build_info().get("version", "0+unknown")
+# For find_package(customops) in C++ projects, as torch.utils.cmake_prefix_path for Torch:
+# CMAKE_PREFIX_PATH="customops.cmake_prefix_path;torch.utils.cmake_prefix_path". None unless
+# installed with pip.
+cmake_prefix_path = _cmake_prefix_path()
 
 __all__ = [
     "Col2im", "ConversionReport", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation",
-    "UpsampleBilinear2d", "build_info", "col2im", "convert", "conv2d", "depthwise_conv2d", "im2col", "library_path",
-    "quick_gelu", "trilinear_interpolation", "upsample_bilinear2d",
+    "UpsampleBilinear2d", "aoti", "build_info", "cmake_prefix_path", "col2im", "convert", "conv2d", "depthwise_conv2d",
+    "im2col", "library_path", "quick_gelu", "runner_path", "trilinear_interpolation", "upsample_bilinear2d",
 ]
