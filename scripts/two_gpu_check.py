@@ -142,4 +142,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Every check is done and the group destroyed; skip interpreter teardown, where gloo's worker threads still
+    # being destroyed abort the process now and then ("terminate called without an active exception", about 1 run
+    # in 10 here; pytorch/pytorch#179291 describes the race) and fail a run whose checks all passed.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
