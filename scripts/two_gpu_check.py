@@ -110,17 +110,19 @@ def main() -> int:
 
     from torch.distributed.fsdp import fully_shard
 
+    # An explicit mesh: fully_shard's default one takes the machine's accelerator, so the gloo rehearsal on a
+    # one-GPU host would put rank 1 on a cuda:1 that does not exist.
+    mesh = dist.device_mesh.init_device_mesh(device.type, (world,))
     fsdp = copy.deepcopy(pristine)
     for module in (fsdp.conv, fsdp.dw, fsdp.mix, fsdp.head):
-        fully_shard(module)
-    fully_shard(fsdp)
+        fully_shard(module, mesh=mesh)
+    fully_shard(fsdp, mesh=mesh)
     compare("FSDP2 against one process on the whole batch",
             full_params(train(fsdp, x[mine], points[mine], target[mine])), reference, failures)
 
     from torch.distributed.tensor import Shard, distribute_tensor
     from torch.distributed.tensor.debug import CommDebugMode
 
-    mesh = dist.device_mesh.init_device_mesh(device.type, (world,))
     block = customops.DepthwiseConv2d(8, 16, 3, padding=1).to(device)
     xs = torch.randn(4, 8, 16, 16, device=device)
     dx = distribute_tensor(xs, mesh, [Shard(1)])
