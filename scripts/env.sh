@@ -32,7 +32,8 @@ else
   if ! sha256sum --status -c "$stamp" 2>/dev/null; then
     "$VENV/bin/python" -m pip install -q --upgrade pip
     "$VENV/bin/python" -m pip install -q -r "$ROOT/requirements.txt"
-    sha256sum "$ROOT/requirements.txt" >"$stamp"
+    "$VENV/bin/python" -m pip install -q --no-deps -r "$ROOT/requirements-headers.txt"
+    sha256sum "$ROOT/requirements.txt" "$ROOT/requirements-headers.txt" >"$stamp"
   fi
   PYTHON="$VENV/bin/python"
   export PATH="$VENV/bin:$PATH"

@@ -15,6 +15,15 @@ OUT="${OUT:-$ROOT/build-gpu-out}"
 mkdir -p "$OUT" "$ROOT/docs/benchmarks"
 export CUSTOMOPS_BUILD_DIR="${CUSTOMOPS_BUILD_DIR:-$ROOT/build-gpu}"
 export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+# CUTLASS's headers (conv2d's implicit GEMM) come from the nvidia-cutlass wheel; that machine has no network,
+# so a wheel brought along in .whl/ is installed (headers only, no dependencies) into a temporary directory.
+if ! "$CUSTOMOPS_PYTHON" -c "import importlib.util as u, sys; sys.exit(u.find_spec('cutlass_library') is None)"; then
+  for wheel in "$ROOT"/.whl/nvidia_cutlass-*.whl; do
+    [[ -f "$wheel" ]] || continue
+    "$CUSTOMOPS_PYTHON" -m pip install -q --no-index --no-deps --no-compile --target /tmp/customops-site "$wheel" \
+      && export PYTHONPATH="$PYTHONPATH:/tmp/customops-site"
+  done
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 
 part="${1:-all}"
@@ -40,7 +49,10 @@ python3 -m customops.benchmark.models --device cuda --markdown "docs/benchmarks/
   --plot "docs/benchmarks/models_${tag}.png" 2>&1 | tee -a "$OUT/bench.log" || status=1
 python3 -m customops.benchmark.layers --device cuda --markdown "docs/benchmarks/layers_${tag}.md" 2>&1 \
   | tee -a "$OUT/bench.log" || status=1
-cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_${tag}".* "docs/benchmarks/layers_${tag}.md" "$OUT/" 2>/dev/null
+python3 -m customops.benchmark.conv2d --markdown "docs/benchmarks/conv2d_${tag}.md" 2>&1 \
+  | tee -a "$OUT/bench.log" || status=1
+cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_${tag}".* "docs/benchmarks/layers_${tag}.md" \
+  "docs/benchmarks/conv2d_${tag}.md" "$OUT/" 2>/dev/null
 python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" \
   --aoti-runner "$CUSTOMOPS_BUILD_DIR/examples/customops_aoti" 2>&1 | tee -a "$OUT/bench.log" || status=1
 echo "gpu_check exit status: $status"

@@ -1,13 +1,224 @@
-// conv2d on CUDA: the shared GEMM formulation over the CUDA fold kernels, on
-// the input's device and the current stream (which ATen's bmm also uses).
+// conv2d on CUDA. Two algorithms:
+//  - implicit GEMM (kernels/cuda/conv2d_implicit_sm90.cu, CUTLASS): the im2col gather inside the GEMM, on
+//    channels_last tensors, for the calls it takes (implicit_gemm::supports): sm_90 devices, float16 and
+//    bfloat16 (forward and unit-stride input gradient), float32 as TF32 where allowed (forward), one group,
+//    aligned channel counts. An NCHW call goes through a conversion to channels_last and back.
+//  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
+//    for everything else (and the weight gradient), on the current stream.
+// CUSTOMOPS_CONV2D_ALGO=explicit forces the second (tests, benchmarks, the textbook algorithm); `implicit`
+// or unset lets the first take what it supports. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
+#include <ATen/Context.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/util/Logging.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
 
 #include "kernels/conv2d.h"
+#include "kernels/cuda/conv2d_implicit.h"
 
 namespace customops::cuda {
+
+namespace implicit_gemm {
+
+const char* describe(Refusal r) {
+  switch (r) {
+    case Refusal::kNone: return "implicit GEMM";
+    case Refusal::kNotBuilt: return "explicit GEMM: the implicit-GEMM kernels are not built (needs CUTLASS and sm_90)";
+    case Refusal::kDevice: return "explicit GEMM: the device is not compute capability 9.0";
+    case Refusal::kDtype: return "explicit GEMM: dtype without implicit-GEMM kernels for this pass";
+    case Refusal::kTf32Off: return "explicit GEMM: float32 without TF32 (torch.backends.cuda.matmul.allow_tf32)";
+    case Refusal::kGroups: return "explicit GEMM: groups > 1";
+    case Refusal::kAlignment: return "explicit GEMM: channels or pointers not 16-byte aligned";
+    case Refusal::kSize: return "explicit GEMM: an empty batch, or a size beyond the kernels' 32-bit indexing";
+    case Refusal::kStride: return "explicit GEMM: strided input gradient (CUTLASS's kernel computes it wrong)";
+    case Refusal::kLayout: return "explicit GEMM: NCHW input (CUSTOMOPS_CONV2D_ALGO=implicit converts it)";
+    case Refusal::kCutlass: return "explicit GEMM: CUTLASS's can_implement refused the problem";
+    case Refusal::kForced: return "explicit GEMM: CUSTOMOPS_CONV2D_ALGO=explicit";
+  }
+  return "?";
+}
+
+Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pass pass_, bool channels_last,
+                 bool allow_tf32) {
+  const char* algo = std::getenv("CUSTOMOPS_CONV2D_ALGO");  // read per call, like the workspace limit
+  if (algo != nullptr && std::strcmp(algo, "explicit") == 0) return Refusal::kForced;
+#ifndef CUSTOMOPS_WITH_SM90_CONV
+  return Refusal::kNotBuilt;
+#else
+  const auto* props = at::cuda::getDeviceProperties(input.get_device());
+  if (props->major != 9 || props->minor != 0) return Refusal::kDevice;
+  const auto dtype = input.scalar_type();
+  int64_t align = 8;  // elements per 16 bytes
+  if (dtype == at::kFloat && pass_ == Pass::kForward) {
+    if (!allow_tf32) return Refusal::kTf32Off;
+    align = 4;
+  } else if (dtype != at::kHalf && dtype != at::kBFloat16) {
+    return Refusal::kDtype;
+  }
+  if (groups != 1) return Refusal::kGroups;
+  if (g.C % align != 0 || g.K % align != 0) return Refusal::kAlignment;
+  if (g.N == 0) return Refusal::kSize;  // nothing to compute; CUTLASS's tiling divides by the GEMM's M
+  constexpr int64_t kMax = (int64_t{1} << 31) - 1;
+  const bool fits = g.N * g.H * g.W * g.C <= kMax && g.N * g.P * g.Q * g.K <= kMax && g.N * g.P * g.Q <= kMax &&
+                    g.N * g.H * g.W <= kMax && g.K * g.R * g.S * g.C <= kMax;
+  if (!fits) return Refusal::kSize;
+  // CUTLASS's SM90 input-gradient kernel accepts strides and computes wrong values for them.
+  if (pass_ == Pass::kInputGrad && (g.stride_h != 1 || g.stride_w != 1)) return Refusal::kStride;
+  if (!channels_last && !(algo != nullptr && std::strcmp(algo, "implicit") == 0)) return Refusal::kLayout;
+  return Refusal::kNone;
+#endif
+}
+
+} // namespace implicit_gemm
+
 namespace {
 
 const conv::FoldKernels kFold{&im2col_into, &col2im_into};
+
+using implicit_gemm::Pass;
+using implicit_gemm::Refusal;
+
+constexpr int64_t kMaxWeightGradSplits = 8;  // more launches cost more host time than the SMs they fill
+
+implicit_gemm::Geometry geometry(const conv::Shape<int64_t>& s, const fold::Window& w) {
+  return {s.N, s.H, s.W, s.C, s.O, w.kh, w.kw, s.out_h, s.out_w, w.ph, w.pw, w.sh, w.sw, w.dh, w.dw};
+}
+
+// TMA reads and writes 16-byte aligned rows.
+bool aligned(const at::Tensor& t) {
+  return !t.defined() || reinterpret_cast<uintptr_t>(t.const_data_ptr()) % 16 == 0;
+}
+
+// A 4-D tensor dense in NHWC memory (the kernels derive packed strides from the sizes).
+at::Tensor nhwc(const at::Tensor& t) {
+  return t.contiguous(at::MemoryFormat::ChannelsLast);
+}
+
+void log_choice(const char* pass, Refusal r, const implicit_gemm::Geometry& g, const at::Tensor& input) {
+#ifndef C10_USE_GLOG
+  if (FLAGS_caffe2_log_level > c10::GLOG_INFO) return;  // skip formatting a message nobody sees
+#endif
+  LOG(INFO) << "customops::conv2d " << pass << " " << input.scalar_type() << " N" << g.N << " C" << g.C << " "
+            << g.H << "x" << g.W << " -> K" << g.K << " " << g.R << "x" << g.S << ": " << implicit_gemm::describe(r);
+}
+
+bool channels_last(const at::Tensor& input) {
+  return conv::result_format(input) == at::MemoryFormat::ChannelsLast;
+}
+
+// The implicit forward, or an undefined tensor when it does not take the call.
+at::Tensor implicit_forward(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                            int64_t groups) {
+  fold::Window w{};
+  const auto s = conv::check<int64_t>("conv2d", false, input, weight, bias, stride, padding, dilation, groups, &w);
+  const auto g = geometry(s, w);
+  Refusal r = implicit_gemm::supports(input, g, groups, Pass::kForward, channels_last(input),
+                                      at::globalContext().allowTF32CuBLAS());
+  at::Tensor y;
+  if (r == Refusal::kNone) {
+    const auto x = nhwc(s.batched ? input : input.unsqueeze(0));
+    const auto wt = nhwc(weight);
+    const auto b = bias.has_value() && bias->defined() ? bias->contiguous() : at::Tensor();
+    y = at::empty({s.N, s.O, s.out_h, s.out_w}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
+    r = aligned(x) && aligned(wt) && aligned(b) && aligned(y) ? implicit_gemm::forward(x, wt, b, y, g)
+                                                              : Refusal::kAlignment;
+  }
+  log_choice("forward", r, g, input);
+  if (r != Refusal::kNone) return {};
+  return s.batched ? y.contiguous(conv::result_format(input)) : y.squeeze(0);
+}
+
+// The weight gradient, one launch per chunk of the batch on its own stream: a launch has only
+// weight_grad_tiles() output tiles (9 for 64 -> 64 channels 3x3), too few for the GPU's SMs, and CUTLASS's SM90
+// convolutions have no split-K. Each chunk writes float32 partial sums; their sum is rounded once.
+Refusal implicit_weight_grad(const at::Tensor& gout, const at::Tensor& x, const implicit_gemm::Geometry& g,
+                             const at::Tensor& weight, at::Tensor* grad_weight) {
+  const int64_t sms = at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount;
+  const int64_t wanted = std::clamp<int64_t>(sms / implicit_gemm::weight_grad_tiles(g), 1, kMaxWeightGradSplits);
+  const int64_t chunk = (g.N + std::min(wanted, g.N) - 1) / std::min(wanted, g.N);
+  const int64_t splits = (g.N + chunk - 1) / chunk;
+  auto partial = at::empty({splits, g.K, g.R, g.S, g.C}, x.options().dtype(at::kFloat));
+  const auto current = at::cuda::getCurrentCUDAStream();
+  at::cuda::CUDAEvent ready;
+  ready.record(current);
+  std::array<at::cuda::CUDAEvent, kMaxWeightGradSplits> done;
+  Refusal r = Refusal::kNone;
+  for (int64_t i = 0; i < splits && r == Refusal::kNone; ++i) {
+    const int64_t n0 = i * chunk, nc = std::min(chunk, g.N - n0);
+    auto gi = g;
+    gi.N = nc;
+    // One launch runs on the current stream itself; more fan out to pool streams that wait for the work
+    // before them, and the current stream waits for all of them (no host synchronisation).
+    const auto stream = splits == 1 ? current : at::cuda::getStreamFromPool(false, x.get_device());
+    if (splits > 1) ready.block(stream);
+    const c10::cuda::CUDAStreamGuard on(stream);
+    r = implicit_gemm::weight_grad(gout.narrow(0, n0, nc), x.narrow(0, n0, nc), partial[i], gi);
+    if (splits > 1) done[i].record(stream);
+  }
+  if (splits > 1) {
+    for (int64_t i = 0; i < splits; ++i) done[i].block(current);
+  }
+  if (r != Refusal::kNone) return r;
+  const auto sum = splits == 1 ? partial[0] : partial.sum(0);
+  // KRSC memory is the (K, C, R, S) weight in channels_last; PyTorch's weight gradient takes weight's format.
+  *grad_weight = sum.to(weight.scalar_type()).permute({0, 3, 1, 2}).contiguous(weight.suggest_memory_format());
+  return Refusal::kNone;
+}
+
+// The implicit gradients output_mask asks for (input: unit stride), each an undefined tensor where the
+// implicit path does not take it.
+std::pair<at::Tensor, at::Tensor> implicit_grads(const at::Tensor& grad_out, const at::Tensor& input,
+                                                 const at::Tensor& weight, at::IntArrayRef stride,
+                                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
+                                                 std::array<bool, 3> output_mask) {
+  fold::Window w{};
+  const auto s =
+      conv::check<int64_t>("conv2d_backward", false, input, weight, std::nullopt, stride, padding, dilation, groups, &w);
+  conv::check_grad_out("conv2d_backward", grad_out, input, s);
+  const auto g = geometry(s, w);
+  const bool cl = channels_last(input);
+  const Refusal r_in = output_mask[0] ? implicit_gemm::supports(input, g, groups, Pass::kInputGrad, cl, false)
+                                      : Refusal::kForced;
+  const Refusal r_w = output_mask[1] ? implicit_gemm::supports(input, g, groups, Pass::kWeightGrad, cl, false)
+                                     : Refusal::kForced;
+  if (r_in != Refusal::kNone && r_w != Refusal::kNone) {
+    if (output_mask[0]) log_choice("input grad", r_in, g, input);
+    if (output_mask[1]) log_choice("weight grad", r_w, g, input);
+    return {};
+  }
+  const auto gout = nhwc(s.batched ? grad_out : grad_out.unsqueeze(0));
+  at::Tensor grad_input, grad_weight;
+  if (output_mask[0]) {
+    Refusal r = r_in;
+    if (r == Refusal::kNone) {
+      const auto wt = nhwc(weight);
+      grad_input = at::empty({s.N, s.C, s.H, s.W}, gout.options().memory_format(at::MemoryFormat::ChannelsLast));
+      r = aligned(gout) && aligned(wt) && aligned(grad_input) ? implicit_gemm::input_grad(gout, wt, grad_input, g)
+                                                              : Refusal::kAlignment;
+      grad_input = r == Refusal::kNone ? (s.batched ? grad_input.contiguous(conv::result_format(input))
+                                                    : grad_input.squeeze(0))
+                                       : at::Tensor();
+    }
+    log_choice("input grad", r, g, input);
+  }
+  if (output_mask[1]) {
+    Refusal r = r_w;
+    if (r == Refusal::kNone) {
+      const auto x = nhwc(s.batched ? input : input.unsqueeze(0));
+      r = aligned(gout) && aligned(x) ? implicit_weight_grad(gout, x, g, weight, &grad_weight) : Refusal::kAlignment;
+    }
+    log_choice("weight grad", r, g, input);
+  }
+  return {grad_input, grad_weight};
+}
 
 } // namespace
 
@@ -15,6 +226,7 @@ at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::
                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   conv::check_devices("conv2d", input, weight, bias);
   const c10::cuda::CUDAGuard guard(input.device());
+  if (auto y = implicit_forward(input, weight, bias, stride, padding, dilation, groups); y.defined()) return y;
   return conv::gemm_forward(kFold, input, weight, bias, stride, padding, dilation, groups);
 }
 
@@ -23,7 +235,21 @@ conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input,
                             int64_t groups, std::array<bool, 3> output_mask) {
   conv::check_devices("conv2d_backward", input, weight, std::nullopt, grad_out);
   const c10::cuda::CUDAGuard guard(input.device());
-  return conv::gemm_backward(kFold, grad_out, input, weight, stride, padding, dilation, groups, output_mask);
+  auto [grad_input, grad_weight] =
+      implicit_grads(grad_out, input, weight, stride, padding, dilation, groups, output_mask);
+  // The explicit path computes what is left (and the bias gradient).
+  auto rest = output_mask;
+  rest[0] = rest[0] && !grad_input.defined();
+  rest[1] = rest[1] && !grad_weight.defined();
+  if (!rest[0] && !rest[1] && (grad_input.defined() || grad_weight.defined())) {
+    // Only the bias gradient left: not through the explicit path, whose set-up makes an NCHW copy of input.
+    const auto gout = input.dim() == 4 ? grad_out : grad_out.unsqueeze(0);
+    return {grad_input, grad_weight, output_mask[2] ? gout.sum({0, 2, 3}) : at::Tensor()};
+  }
+  auto grads = conv::gemm_backward(kFold, grad_out, input, weight, stride, padding, dilation, groups, rest);
+  if (grad_input.defined()) std::get<0>(grads) = grad_input;
+  if (grad_weight.defined()) std::get<1>(grads) = grad_weight;
+  return grads;
 }
 
 } // namespace customops::cuda

@@ -327,6 +327,9 @@ _CONVS = [
     ((2, 3, 5, 5), (2, 3, 5, 5), True, 1, 0, 1, 1, "output_1x1"),
     ((0, 3, 6, 6), (4, 3, 3, 3), True, 1, 1, 1, 1, "batch0"),
     ((1, 4, 13, 11), (4, 1, 3, 5), True, (2, 1), (2, 3), (2, 2), 4, "odd_sizes"),
+    # Channel counts the implicit-GEMM kernels take (multiples of 8), so that every generic test runs them on sm_90.
+    ((2, 8, 9, 7), (16, 8, 3, 3), True, 1, 1, 1, 1, "aligned_3x3"),
+    ((1, 16, 11, 10), (8, 16, 3, 5), False, (2, 1), (1, 2), (1, 2), 1, "aligned_strided_dilated"),
 ]
 
 # The same for depthwise_conv2d (groups = C; weight (C*m, 1, kh, kw)).

@@ -1,8 +1,9 @@
 """python -m customops.benchmark.breakdown: where conv2d's GPU time goes.
 
 Profiles customops.conv2d forward and backward (input and weight gradients) on
-CUDA at the benchmark's size and sums kernel time by kind: im2col, col2im, GEMM
-(cuBLAS) and the rest (bias, weight-gradient sums, copies)."""
+CUDA at the benchmark's size, NCHW and channels_last, and sums kernel time by kind:
+im2col, col2im, implicit GEMM (the CUTLASS kernels), GEMM (cuBLAS) and the rest
+(bias, weight-gradient sums, layout conversions)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from .report import columns
 
 def kind(kernel: str) -> str:
     name = kernel.lower()
+    if "convuniversal" in name:  # CUTLASS's convolution kernels (conv2d's implicit GEMM; their names say Im2Col)
+        return "implicit GEMM"
     for key in ("im2col", "col2im"):
         if key in name:
             return key
@@ -49,10 +52,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=10)
     p.add_argument("--markdown", help="append the table as Markdown to this file")
     args = p.parse_args(argv)
-    rows = [("dtype", "pass", "im2col ms", "col2im ms", "GEMM ms", "other ms", "total ms")]
-    for dtype in (torch.float32, torch.float16):
-        x = torch.randn(args.batch, 256, 56, 56, device="cuda", dtype=dtype)
-        w = torch.randn(256, 256, 3, 3, device="cuda", dtype=dtype) / 48
+    kinds = ("im2col", "col2im", "implicit GEMM", "GEMM", "other")
+    rows = [("dtype", "layout", "pass", *(f"{k} ms" for k in kinds), "total ms")]
+    for dtype, layout in ((torch.float32, torch.contiguous_format), (torch.float16, torch.contiguous_format),
+                          (torch.float16, torch.channels_last)):
+        x = torch.randn(args.batch, 256, 56, 56, device="cuda", dtype=dtype).to(memory_format=layout)
+        w = (torch.randn(256, 256, 3, 3, device="cuda", dtype=dtype) / 48).to(memory_format=layout)
         g = torch.randn_like(x)
         passes = {
             "forward": lambda: customops.conv2d(x, w, None, 1, 1),
@@ -61,15 +66,16 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name, fn in passes.items():
             t = profile_ms(fn, args.repeats)
-            cells = [t.get(k, 0.0) for k in ("im2col", "col2im", "GEMM", "other")]
-            rows.append((str(dtype).removeprefix("torch."), name, *(f"{c:.3f}" for c in cells), f"{sum(cells):.3f}"))
+            cells = [t.get(k, 0.0) for k in kinds]
+            rows.append((str(dtype).removeprefix("torch."), "NCHW" if layout == torch.contiguous_format else "NHWC",
+                         name, *(f"{c:.3f}" for c in cells), f"{sum(cells):.3f}"))
     print(f"conv2d {args.batch}x256x56x56, 3x3, 256->256, on {torch.cuda.get_device_name()} "
           "(kernel time from torch.profiler, per call)")
     print(columns(rows))
     if args.markdown:
         with open(args.markdown, "a") as f:
             f.write(f"\n## Where conv2d's time goes\n\nCommand: `python -m customops.benchmark.breakdown`. "
-                    f"{args.batch}x256x56x56 input, 3x3, 256->256 channels, float32 without TF32; kernel time "
+                    f"{args.batch}x256x56x56 input, 3x3, 256->256 channels, float32 without TF32, float16; kernel time "
                     f"per call from torch.profiler on {torch.cuda.get_device_name()}.\n\n")
             f.write("| " + " | ".join(rows[0]) + " |\n|" + "---|" * len(rows[0]) + "\n")
             f.writelines("| " + " | ".join(r) + " |\n" for r in rows[1:])

@@ -1,0 +1,52 @@
+// conv2d's implicit-GEMM path on Hopper (kernels/cuda/conv2d_implicit_sm90.cu, CUTLASS 3.x): the im2col
+// gather happens inside the GEMM (TMA im2col loads straight into shared memory), so no column buffer is
+// written. Host functions only: conv2d.cu, built for every architecture in TORCH_CUDA_ARCH_LIST, calls
+// them; the kernels themselves are built for sm_90a alone, and only when CUTLASS's headers were found
+// (CUSTOMOPS_WITH_SM90_CONV).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <cstdint>
+#include <optional>
+
+namespace customops::cuda::implicit_gemm {
+
+// Sizes of one 2-D convolution with one group: activations N x H x W x C, filters K x R x S x C.
+struct Geometry {
+  int64_t N, H, W, C, K, R, S, P, Q;
+  int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+};
+
+// Why the implicit path does not take a call (kNone: it does), for the debug log and the tests.
+enum class Refusal { kNone, kForced, kNotBuilt, kDevice, kDtype, kTf32Off, kGroups, kAlignment, kSize, kStride, kLayout, kCutlass };
+const char* describe(Refusal r);
+
+// What the kernels take, before any tensor is touched: dtype (float16, bfloat16, float32 as TF32 when
+// allow_tf32), one group, channel counts that keep 16-byte rows (C and K multiples of 8 for half types,
+// 4 for float32), sizes that fit CUTLASS's 32-bit problem shape, a device of compute capability 9.0.
+// `pass_` picks the kernel: the forward, the input gradient (half types, unit stride) or the weight gradient
+// (half types). `channels_last`: the input's layout; NCHW calls stay explicit unless CUSTOMOPS_CONV2D_ALGO=implicit
+// (converting them both ways measured slower than im2col + cuBLAS on the H100).
+enum class Pass { kForward, kInputGrad, kWeightGrad };
+Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pass pass_, bool channels_last,
+                 bool allow_tf32);
+
+// y = conv(x, w) + bias, all channels_last (x: NHWC, w: KRSC, y: NPQK in memory, dense); bias may be
+// undefined. Returns kCutlass (nothing launched) if CUTLASS's can_implement refuses the problem.
+Refusal forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& y,
+                const Geometry& g);
+
+// grad_input = conv_transpose(grad_out, w), unit stride; grad_out NPQK, w KRSC, grad_input NHWC (dense).
+Refusal input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g);
+
+// The weight gradient of one batch chunk (g.N images), summed over its pixels in float32: grad_out NPQK,
+// x NHWC, partial a dense float32 KRSC buffer. Half types only (no TF32 kernel for this operand order).
+Refusal weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& partial, const Geometry& g);
+
+// Output tiles of one weight-gradient launch: the caller splits the batch over streams to fill the GPU.
+inline int64_t weight_grad_tiles(const Geometry& g) {
+  return ((g.K + 63) / 64) * ((g.R * g.S * g.C + 63) / 64);
+}
+
+} // namespace customops::cuda::implicit_gemm

@@ -1,0 +1,194 @@
+// Implicit-GEMM conv2d kernels for Hopper (sm_90a), from CUTLASS 3.x's convolution collectives: TMA im2col
+// loads of the activations, warp-specialized WGMMA mainloop, float32 accumulation, bias in the epilogue.
+// Built for sm_90a only (cmake/CustomopsCutlass.cmake); conv2d.cu decides when to call them.
+//
+// GEMM view (channels_last tensors):
+//   forward:    M = N*P*Q, N = K, K = R*S*C      A = x (NHWC, im2col), B = w (KRSC), D = y (NPQK)
+//   input grad: M = N*H*W, N = C, K = R*S*K      A = grad_out (NPQK, im2col), B = w, D = grad_input (NHWC)
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/util/Exception.h>
+
+#include "cutlass/cutlass.h"
+#include "cutlass/numeric_types.h"
+// CUTLASS 4.2's sm100 conv collective names cutlass::KernelHardwareInfo without including it.
+#include "cutlass/kernel_hardware_info.hpp"
+#include "cute/tensor.hpp"
+#include "cutlass/conv/collective/collective_builder.hpp"
+#include "cutlass/conv/convnd_problem_shape.hpp"
+#include "cutlass/conv/convolution.h"
+#include "cutlass/conv/device/conv_universal_adapter.hpp"
+#include "cutlass/conv/dispatch_policy.hpp"
+#include "cutlass/conv/kernel/conv_universal.hpp"
+#include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/operations.hpp"
+
+#include "kernels/cuda/conv2d_implicit.h"
+
+namespace customops::cuda::implicit_gemm {
+namespace {
+
+using cute::_1;
+using cute::_128;
+using cute::_32;
+using cute::_64;
+using cute::Shape;
+using cutlass::conv::Operator;
+
+// One kernel: operator, input element type, CTA tile (M, N, K-slice). The forward and input gradient write
+// their element type through the TMA epilogue, bias added per output channel (a null bias pointer reads as
+// zeros); the weight gradient writes float32 partial sums (the caller adds the batch chunks and rounds once).
+template <Operator Op, class Element, class Tile>
+struct Kernel {
+  static constexpr bool kWgrad = Op == Operator::kWgrad;
+  static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;  // TMA moves 16-byte rows
+  using Out = cute::conditional_t<kWgrad, float, Element>;
+  static constexpr int kAlignOut = 128 / cutlass::sizeof_bits<Out>::value;
+  using Cluster = Shape<_1, _1, _1>;
+  // The weight gradient's (K, (C, S, R)) with C fastest is KRSC memory.
+  using LayoutOut = cute::conditional_t<kWgrad, cutlass::layout::TensorKCSR, cutlass::layout::TensorNHWC>;
+  using Fusion = cute::conditional_t<kWgrad, cutlass::epilogue::fusion::LinearCombination<Out, float, void, float>,
+                                     cutlass::epilogue::fusion::LinCombPerColBias<Out, float, Out, void, float>>;
+  using Schedule = cute::conditional_t<kWgrad, cutlass::epilogue::NoSmemWarpSpecialized,
+                                       cutlass::epilogue::TmaWarpSpecialized>;
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Tile, Cluster,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutOut, kAlignOut, Out, LayoutOut,
+      kAlignOut, Schedule, Fusion>::CollectiveOp;
+  using Mainloop = typename cutlass::conv::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Op, Element, cutlass::layout::TensorNHWC, kAlign,
+      Element, cutlass::layout::TensorNHWC, kAlign, float, Tile, Cluster,
+      cutlass::conv::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      cutlass::conv::collective::KernelScheduleAuto>::CollectiveOp;
+  using Problem = cutlass::conv::ConvProblemShape<Op, 2>;
+  using ConvKernel = cutlass::conv::kernel::ConvUniversal<Problem, Mainloop, Epilogue>;
+  using Device = cutlass::conv::device::ConvUniversalAdapter<ConvKernel>;
+  using StrideD = typename ConvKernel::StrideD;
+  using ElementT = Element;
+  static constexpr Operator kOp = Op;
+};
+
+// Tiles: 128 output pixels x 64 or 128 output channels; half types slice the reduction 64 deep, float32
+// (TF32, 4-byte elements) 32 deep, for the same shared-memory stage size. The weight gradient's M is the
+// output channels and its N the R*S*C filter taps: 64 x 64 tiles, the reduction over pixels 64 deep.
+using TileN64 = Shape<_128, _64, Shape<_64>>;
+using TileN128 = Shape<_128, _128, Shape<_64>>;
+using TileTf32 = Shape<_128, _64, Shape<_32>>;
+using TileWgrad = Shape<_64, Shape<_64>, Shape<_64>>;
+
+template <Operator Op>
+typename cutlass::conv::ConvProblemShape<Op, 2> problem(const Geometry& g) {
+  const auto i = [](int64_t v) { return static_cast<int>(v); };
+  return {cutlass::conv::Mode::kCrossCorrelation,
+          {i(g.N), i(g.H), i(g.W), i(g.C)},
+          {i(g.K), i(g.R), i(g.S), i(g.C)},
+          {i(g.pad_h), i(g.pad_w)},
+          {i(g.pad_h), i(g.pad_w)},
+          {i(g.stride_h), i(g.stride_w)},
+          {i(g.dil_h), i(g.dil_w)},
+          1};
+}
+
+// The epilogue's output strides ((W|Q, H|P, N), channel, batch) from the problem's packed output tensor.
+// The weight gradient's: (K, (C, S, R), batch) of the packed KRSC filter.
+template <class K>
+typename K::StrideD output_stride(const typename K::Problem& ps) {
+  typename K::StrideD d{};
+  if constexpr (K::kWgrad) {
+    cute::get<0>(d) = ps.stride_C[0];
+    cute::get<1, 1>(d) = ps.stride_C[2];
+    cute::get<1, 2>(d) = ps.stride_C[1];
+  } else {
+    constexpr int rank = K::Problem::RankT;
+    cute::for_each(cute::make_seq<cute::rank<0>(typename K::StrideD{})>{},
+                   [&](auto j) { cute::get<0, j>(d) = ps.stride_C[rank - 2 - j]; });
+  }
+  return d;
+}
+
+cutlass::KernelHardwareInfo hardware(const at::Tensor& t) {
+  cutlass::KernelHardwareInfo hw;
+  hw.device_id = t.get_device();
+  hw.sm_count = at::cuda::getDeviceProperties(hw.device_id)->multiProcessorCount;
+  return hw;
+}
+
+// a, b: the GEMM's operands (forward: x, w; input grad: grad_out, w); d: its output; bias may be null.
+template <class K>
+Refusal run(const Geometry& g, const void* a, const void* b, const void* bias, void* d, const at::Tensor& like) {
+  using T = typename K::ElementT;
+  using Out = typename K::Out;
+  const auto ps = problem<K::kOp>(g);
+  const auto stride = output_stride<K>(ps);
+  typename K::Device::Arguments args(ps, {static_cast<const T*>(a), static_cast<const T*>(b)},
+                                     {{}, nullptr, stride, static_cast<Out*>(d), stride}, hardware(like));
+  args.epilogue.thread.alpha = 1.0f;
+  if constexpr (!K::kWgrad) args.epilogue.thread.bias_ptr = static_cast<const Out*>(bias);
+  typename K::Device conv;
+  if (conv.can_implement(args) != cutlass::Status::kSuccess) return Refusal::kCutlass;
+  const size_t bytes = K::Device::get_workspace_size(args);
+  at::Tensor workspace;
+  if (bytes) workspace = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+  const cutlass::Status status =
+      conv.run(args, bytes ? workspace.data_ptr() : nullptr, at::cuda::getCurrentCUDAStream());
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  TORCH_CHECK(status == cutlass::Status::kSuccess, "customops::conv2d: the implicit-GEMM kernel failed to launch (",
+              cutlass::cutlassGetStatusString(status), ")");
+  return Refusal::kNone;
+}
+
+} // namespace
+
+Refusal forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& y,
+                const Geometry& g) {
+  const auto go = [&](auto kernel) {
+    return run<decltype(kernel)>(g, x.const_data_ptr(), w.const_data_ptr(),
+                                 bias.defined() ? bias.const_data_ptr() : nullptr, y.data_ptr(), x);
+  };
+  // Wide tiles only where there are enough output channels to fill them.
+  switch (x.scalar_type()) {
+    case at::kHalf:
+      return g.K > 64 ? go(Kernel<Operator::kFprop, cutlass::half_t, TileN128>{})
+                      : go(Kernel<Operator::kFprop, cutlass::half_t, TileN64>{});
+    case at::kBFloat16:
+      return g.K > 64 ? go(Kernel<Operator::kFprop, cutlass::bfloat16_t, TileN128>{})
+                      : go(Kernel<Operator::kFprop, cutlass::bfloat16_t, TileN64>{});
+    case at::kFloat:
+      return go(Kernel<Operator::kFprop, float, TileTf32>{});
+    default:
+      return Refusal::kDtype;
+  }
+}
+
+Refusal input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g) {
+  const auto go = [&](auto kernel) {
+    return run<decltype(kernel)>(g, grad_out.const_data_ptr(), w.const_data_ptr(), nullptr, grad_input.data_ptr(),
+                                 grad_out);
+  };
+  switch (grad_out.scalar_type()) {
+    case at::kHalf:
+      return go(Kernel<Operator::kDgrad, cutlass::half_t, TileN64>{});
+    case at::kBFloat16:
+      return go(Kernel<Operator::kDgrad, cutlass::bfloat16_t, TileN64>{});
+    default:
+      return Refusal::kDtype;
+  }
+}
+
+Refusal weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& partial, const Geometry& g) {
+  const auto go = [&](auto kernel) {
+    return run<decltype(kernel)>(g, grad_out.const_data_ptr(), x.const_data_ptr(), nullptr, partial.data_ptr(),
+                                 grad_out);
+  };
+  switch (grad_out.scalar_type()) {
+    case at::kHalf:
+      return go(Kernel<Operator::kWgrad, cutlass::half_t, TileWgrad>{});
+    case at::kBFloat16:
+      return go(Kernel<Operator::kWgrad, cutlass::bfloat16_t, TileWgrad>{});
+    default:
+      return Refusal::kDtype;
+  }
+}
+
+} // namespace customops::cuda::implicit_gemm

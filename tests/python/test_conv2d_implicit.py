@@ -1,0 +1,211 @@
+"""conv2d's implicit-GEMM path (CUTLASS, sm_90) against its explicit path (im2col + cuBLAS) and against
+F.conv2d in float64: strides, padding, dilation, asymmetric kernels, 1x1 images, batch 0, channel counts on
+both sides of the alignment the implicit kernels need, NCHW / channels_last / non-contiguous inputs, every
+dtype, gradients; which path ran (the profiler's kernel names); its memory (no column buffer).
+CUSTOMOPS_CONV2D_ALGO=explicit selects the explicit path."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import customops
+from conftest import requires_cuda
+
+pytestmark = requires_cuda
+
+
+def _implicit_available() -> bool:
+    return (torch.cuda.is_available() and customops.build_info().get("sm90_conv", False)
+            and torch.cuda.get_device_capability() == (9, 0))
+
+
+requires_implicit = pytest.mark.skipif(not _implicit_available(),
+                                       reason="needs the sm_90a implicit-GEMM kernels and a compute capability 9.0 GPU")
+
+# (N, C, H, W, K, (kh, kw), stride, padding, dilation, name)
+CASES = [
+    (2, 16, 12, 12, 32, (3, 3), 1, 1, 1, "3x3"),
+    (3, 8, 17, 23, 16, (3, 5), (2, 1), (1, 2), (1, 2), "asymmetric_strided_dilated"),
+    (2, 32, 9, 9, 64, (1, 1), 1, 0, 1, "pointwise"),
+    (2, 16, 14, 14, 128, (1, 1), 2, 0, 1, "pointwise_stride2"),
+    (2, 16, 28, 28, 24, (7, 7), 2, 3, 1, "7x7_stride2"),
+    (2, 8, 9, 9, 8, (3, 3), 1, 0, 1, "unpadded"),
+    (1, 64, 1, 1, 32, (1, 1), 1, 0, 1, "1x1_image"),
+    (2, 16, 5, 5, 16, (5, 5), 1, 0, 1, "output_1x1"),
+    (0, 16, 6, 6, 16, (3, 3), 1, 1, 1, "batch0"),
+    (1, 16, 10, 12, 200, (3, 3), 1, 4, 1, "padding_gt_kernel_wide_k"),
+    (2, 24, 20, 20, 16, (3, 3), 1, 2, 2, "dilated"),
+    (2, 6, 10, 10, 16, (3, 3), 1, 1, 1, "c6_unaligned"),
+    (2, 16, 10, 10, 12, (3, 3), 1, 1, 1, "k12_unaligned_for_half"),
+    (2, 12, 10, 10, 20, (3, 3), 1, 1, 1, "c12_k20_aligned_for_float_only"),
+]
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+TOL = {torch.float16: 1e-2, torch.bfloat16: 4e-2, torch.float32: 1e-5, torch.float64: 1e-10}
+
+
+def _inputs(case, dtype, layout):
+    n, c, h, w, k, ks, stride, padding, dilation, _ = case
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
+    if layout == "channels_last":
+        x = x.to(memory_format=torch.channels_last)
+    elif layout == "noncontiguous":
+        x = torch.randn(n, c, h, 2 * w, device="cuda", dtype=dtype)[..., ::2]
+    weight = (torch.randn(k, c, *ks, device="cuda", dtype=dtype) / (c * ks[0] * ks[1]) ** 0.5)
+    if layout == "channels_last":
+        weight = weight.to(memory_format=torch.channels_last)
+    bias = torch.randn(k, device="cuda", dtype=dtype)
+    return x, weight, bias, (stride, padding, dilation)
+
+
+def _check(got, want, dtype, what):
+    assert got.shape == want.shape, what
+    if want.numel() == 0:
+        return
+    # Relative to the result's scale: half-precision outputs round to ~3 significant digits.
+    scale = want.abs().max().clamp_min(1.0)
+    torch.testing.assert_close(got.double() / scale, want / scale, rtol=0, atol=TOL[dtype], msg=what)
+
+
+def _run(x, weight, bias, window, g):
+    x = x.detach().requires_grad_()
+    weight = weight.detach().requires_grad_()
+    bias = bias.detach().requires_grad_()
+    y = customops.conv2d(x, weight, bias, *window)
+    grads = torch.autograd.grad(y, (x, weight, bias), g) if y.numel() else (None, None, None)
+    return y, grads
+
+
+@pytest.mark.parametrize("tf32", [False, True], ids=["ieee", "tf32"])
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous", "noncontiguous"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
+def test_implicit_explicit_and_reference_agree(case, dtype, layout, tf32, monkeypatch):
+    if tf32 and dtype != torch.float32:
+        pytest.skip("TF32 concerns float32 only")
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    try:
+        x, weight, bias, window = _inputs(case, dtype, layout)
+        ref = F.conv2d(x.double(), weight.double(), bias.double(), *window)
+        g = torch.randn_like(ref).to(dtype)
+        xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, weight, bias))
+        yd = F.conv2d(xd, wd, bd, *window)
+        ref_grads = torch.autograd.grad(yd, (xd, wd, bd), g.double()) if yd.numel() else (None, None, None)
+
+        results = {}
+        for algo in ("default", "implicit", "explicit"):  # implicit: NCHW calls converted to channels_last too
+            if algo != "default":
+                monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", algo)
+            results[algo] = _run(x, weight, bias, window, g)
+            monkeypatch.delenv("CUSTOMOPS_CONV2D_ALGO", raising=False)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+    tol_dtype = torch.float16 if tf32 else dtype  # TF32 keeps 10 mantissa bits, as float16
+    # PyTorch's rule: channels_last out for a channels_last input that is not also contiguous (batch 0, 1x1).
+    expected_format = torch.channels_last if layout == "channels_last" and not x.is_contiguous() else \
+        torch.contiguous_format
+    for algo, (out, grads) in results.items():
+        assert out.dtype == dtype and out.shape == ref.shape
+        assert out.is_contiguous(memory_format=expected_format), f"{algo} output format"
+        _check(out, ref, tol_dtype, f"{algo} forward")
+        if out.numel() == 0:
+            continue
+        # Each gradient against its own scale (the weight gradient sums N*P*Q products).
+        for got, want, name in zip(grads, ref_grads, ("input", "weight", "bias")):
+            assert got.dtype == dtype and got.shape == want.shape
+            _check(got, want, tol_dtype, f"{algo} grad {name}")
+        assert grads[0].is_contiguous(memory_format=expected_format), f"{algo} input-gradient format"
+
+
+# CUTLASS's convolution kernels, by a word of their (possibly mangled) names; cuBLAS's GEMMs on the explicit
+# path may carry "cutlass" in theirs too.
+_IMPLICIT = "ConvUniversal"
+
+
+def _kernel_names(fn) -> list[str]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
+@requires_implicit
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_implicit_path_runs_where_supported(dtype, monkeypatch):
+    """Forward and unit-stride input gradient of an aligned half-precision channels_last conv run CUTLASS
+    kernels and no im2col/col2im; CUSTOMOPS_CONV2D_ALGO=explicit runs the fold kernels instead."""
+    x, weight, bias, window = _inputs(CASES[0], dtype, "channels_last")
+    g = torch.randn(2, 32, 12, 12, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+
+    def step():
+        customops.conv2d(x, weight, bias, *window)
+        torch.ops.customops.conv2d_backward(g, x, weight, [1, 1], [1, 1], [1, 1], 1, [True, False, False])
+
+    def weight_grad():
+        torch.ops.customops.conv2d_backward(g, x, weight, [1, 1], [1, 1], [1, 1], 1, [False, True, False])
+
+    names = _kernel_names(step)
+    assert sum(_IMPLICIT in n for n in names) == 2, names
+    assert not any("im2col" in n or "col2im" in n for n in names), names
+    names = _kernel_names(weight_grad)
+    assert any(_IMPLICIT in n for n in names) and not any("im2col" in n for n in names), names
+    monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
+    names = _kernel_names(step) + _kernel_names(weight_grad)
+    assert not any(_IMPLICIT in n for n in names), names
+    assert any("im2col" in n for n in names) and any("col2im" in n for n in names), names
+
+
+@requires_implicit
+def test_fallback_boundary(monkeypatch):
+    """Unaligned channels, groups, float32 without TF32, float64, strided input gradients and NCHW inputs stay
+    explicit."""
+    def cutlass_kernels(dtype, c, k, groups=1, stride=1, tf32=False, layout=torch.channels_last):
+        x = torch.randn(2, c, 10, 10, device="cuda", dtype=dtype).to(memory_format=layout)
+        w = torch.randn(k, c // groups, 3, 3, device="cuda", dtype=dtype)
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        try:
+            y = customops.conv2d(x, w, None, stride, 1, 1, groups)
+            names = _kernel_names(lambda: torch.ops.customops.conv2d_backward(
+                torch.ones_like(y), x, w, [stride] * 2, [1, 1], [1, 1], groups, [True, False, False]))
+            names += _kernel_names(lambda: customops.conv2d(x, w, None, stride, 1, 1, groups))
+        finally:
+            torch.backends.cuda.matmul.allow_tf32 = False
+        return sum(_IMPLICIT in n for n in names)
+
+    assert cutlass_kernels(torch.float16, 16, 16) == 2
+    assert cutlass_kernels(torch.float16, 12, 16) == 0  # C not a multiple of 8
+    assert cutlass_kernels(torch.float16, 16, 12) == 0  # K not a multiple of 8
+    assert cutlass_kernels(torch.float16, 32, 32, groups=2) == 0
+    assert cutlass_kernels(torch.float16, 16, 16, stride=2) == 1  # forward only
+    assert cutlass_kernels(torch.float32, 12, 12) == 0  # no TF32
+    assert cutlass_kernels(torch.float32, 12, 12, tf32=True) == 1  # forward (no TF32 input-gradient kernel)
+    assert cutlass_kernels(torch.float64, 16, 16) == 0
+    # NCHW: converting both ways measured slower than im2col + cuBLAS; CUSTOMOPS_CONV2D_ALGO=implicit converts.
+    assert cutlass_kernels(torch.float16, 16, 16, layout=torch.contiguous_format) == 0
+    monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "implicit")
+    assert cutlass_kernels(torch.float16, 16, 16, layout=torch.contiguous_format) == 2
+
+
+@requires_implicit
+def test_implicit_forward_needs_no_column_buffer():
+    """The implicit forward and gradients allocate their outputs (and the weight gradient's float32 partial
+    sums), never a column buffer (9x the input for a 3x3 conv)."""
+    x = torch.randn(64, 64, 56, 56, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    w = torch.randn(64, 64, 3, 3, device="cuda", dtype=torch.float16)
+    g = torch.randn_like(x)
+    customops.conv2d(x[:2], w, padding=1)  # warm-up
+    torch.cuda.synchronize()
+    slack = 4 * 2**20
+    for fn in (lambda: customops.conv2d(x, w, padding=1),
+               lambda: torch.ops.customops.conv2d_backward(g, x, w, [1, 1], [1, 1], [1, 1], 1, [True, False, False]),
+               # The float32 partial sums of the batch chunks: at most 8 x the weight, in float32.
+               lambda: torch.ops.customops.conv2d_backward(g, x, w, [1, 1], [1, 1], [1, 1], 1, [False, True, False])[1]):
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = fn()
+        torch.cuda.synchronize()
+        out = out if isinstance(out, torch.Tensor) else out[0]
+        assert torch.cuda.max_memory_allocated() - base <= out.numel() * out.element_size() + slack
+        del out
