@@ -18,7 +18,7 @@ import torch.nn.functional as F
 import customops
 
 from .report import columns, markdown_table
-from .timing import median_ms
+from .timing import median_ms, tf32 as tf32_flags
 
 # name, (N, C, H, W), K, kernel, stride, padding, groups
 CASES = [
@@ -47,11 +47,6 @@ def _algo(name: str | None):
             os.environ["CUSTOMOPS_CONV2D_ALGO"] = old
 
 
-def _tf32(on: bool) -> None:
-    torch.backends.cuda.matmul.allow_tf32 = on
-    torch.backends.cudnn.allow_tf32 = on
-
-
 def measure(case, dtype, layout, tf32, repeats):
     name, shape, k, ks, stride, pad, groups = case
     device = torch.device("cuda")
@@ -71,9 +66,8 @@ def measure(case, dtype, layout, tf32, repeats):
         "fwd+bwd": lambda: (F.conv2d(x, w, None, stride, pad, 1, groups),
                             torch.ops.aten.convolution_backward(g, x, w, None, *win, False, [0, 0], groups, mask)),
     }
-    _tf32(tf32)
-    try:
-        out = {}
+    out = {}
+    with tf32_flags(tf32, tf32):
         for pass_ in ("fwd", "fwd+bwd"):
             ref = median_ms(cudnn[pass_], device, repeats=repeats)
             with _algo(None):
@@ -81,9 +75,7 @@ def measure(case, dtype, layout, tf32, repeats):
             with _algo("explicit"):
                 explicit = median_ms(ours[pass_], device, repeats=repeats)
             out[pass_] = (implicit, explicit, ref)
-        return out
-    finally:
-        _tf32(False)
+    return out
 
 
 def main(argv=None) -> None:

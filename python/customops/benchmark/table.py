@@ -8,7 +8,6 @@ demo (python -m customops.demo) uses `demo` of each entry.
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
@@ -16,6 +15,8 @@ import torch
 from torch import nn
 
 import customops
+
+from .timing import tf32
 
 State = dict
 
@@ -147,21 +148,9 @@ def _col2im_demo(device: torch.device) -> Demo:
 # --- conv2d / depthwise_conv2d ----------------------------------------------------
 
 
-@contextlib.contextmanager
-def _tf32(cudnn: bool, matmul: bool):
-    """cuDNN convolutions default to TF32 for float32, matmuls (and so our GEMM)
-    to full float32: the float32 cases compare both ways."""
-    old = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = cudnn, matmul
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = old
-
-
 def _with_tf32(fn: Callable[[State], object], cudnn: bool, matmul: bool) -> Callable[[State], object]:
     def call(s: State) -> object:
-        with _tf32(cudnn, matmul):
+        with tf32(cudnn, matmul):
             return fn(s)
 
     return call

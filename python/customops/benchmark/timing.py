@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 from typing import Callable
@@ -37,3 +38,15 @@ def copy_bandwidth(device: torch.device, nbytes: int, repeats: int = 50) -> floa
     dst = torch.empty_like(src)
     ms = median_ms(lambda: dst.copy_(src), device, repeats=repeats)
     return 2 * src.numel() * src.element_size() / (ms * 1e-3)
+
+
+@contextlib.contextmanager
+def tf32(cudnn: bool, matmul: bool):
+    """Sets whether cuDNN convolutions and matmuls (so our GEMMs and implicit-GEMM forward) may use TF32 for
+    float32, and restores both flags after: cuDNN defaults to TF32, matmuls to full float32."""
+    old = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = cudnn, matmul
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = old
