@@ -327,9 +327,6 @@ _CONVS = [
     ((2, 3, 5, 5), (2, 3, 5, 5), True, 1, 0, 1, 1, "output_1x1"),
     ((0, 3, 6, 6), (4, 3, 3, 3), True, 1, 1, 1, 1, "batch0"),
     ((1, 4, 13, 11), (4, 1, 3, 5), True, (2, 1), (2, 3), (2, 2), 4, "odd_sizes"),
-    # Channel counts the implicit-GEMM kernels take (multiples of 8), so that every generic test runs them on sm_90.
-    ((2, 8, 9, 7), (16, 8, 3, 3), True, 1, 1, 1, 1, "aligned_3x3"),
-    ((1, 16, 11, 10), (8, 16, 3, 5), False, (2, 1), (1, 2), (1, 2), 1, "aligned_strided_dilated"),
 ]
 
 # The same for depthwise_conv2d (groups = C; weight (C*m, 1, kh, kw)).
@@ -366,6 +363,10 @@ _CHANNELS_LAST_CONVS = [
     ((2, 8, 9, 7), (6, 8, 3, 3), True, 1, 1, 1, 1, "channels_last_3x3"),
     ((2, 8, 9, 7), (8, 2, 3, 3), True, 2, 1, 1, 4, "channels_last_groups"),
     ((2, 8, 6, 5), (12, 8, 1, 1), False, 1, 0, 1, 1, "channels_last_permuted_pointwise"),
+    # Channel counts the implicit-GEMM kernels take (multiples of 8): on sm_90 every generic test in float16 and
+    # bfloat16 (and autocast) runs them; unit stride (all three kernels) and strided (forward, weight gradient).
+    ((2, 8, 9, 7), (16, 8, 3, 3), True, 1, 1, 1, 1, "channels_last_aligned_3x3"),
+    ((1, 16, 11, 10), (8, 16, 3, 5), False, (2, 1), (1, 2), (1, 2), 1, "channels_last_aligned_strided_dilated"),
 ]
 
 
@@ -415,7 +416,7 @@ def _conv_autocast_samples(depthwise):
             device, torch.float32, requires_grad))
         for sample in float_samples:
             if sample.name not in ("3x3_pad1", "channels_last", "unbatched_no_bias", "batch0") and \
-                    not sample.name.startswith("channels_last_k"):
+                    not sample.name.startswith(("channels_last_k", "channels_last_aligned")):
                 continue
             x, w, b = sample.args
             low_x = x.detach().to(low).requires_grad_(requires_grad)
