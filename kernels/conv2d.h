@@ -117,15 +117,16 @@ void check_grad_out(const char* op, const at::Tensor& grad_out, const at::Tensor
 int64_t workspace_limit_bytes();
 
 // The GEMM formulation, written once in ATen ops for every device: the backend
-// only supplies its fold kernels.
-struct FoldKernels {
+// only supplies its fold kernels and its conversion between memory formats.
+struct GemmBackend {
   void (*im2col)(const fold::Plan&);
   void (*col2im)(const fold::Plan&);
+  at::Tensor (*to_format)(const at::Tensor&, at::MemoryFormat);  // t itself when it already is in the format
 };
-at::Tensor gemm_forward(const FoldKernels& fold, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor gemm_forward(const GemmBackend& backend, const at::Tensor& input, const at::Tensor& weight,
                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
                         at::IntArrayRef dilation, int64_t groups);
-Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const at::Tensor& input,
+Grads gemm_backward(const GemmBackend& backend, const at::Tensor& grad_out, const at::Tensor& input,
                     const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                     at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask);
 

@@ -4,7 +4,8 @@
 //   input grad    gcols[n, g] (Kg, L) = W[g]^T          @ gout[n, g] (Og, L), then col2im
 //   weight grad   gW[g]     (Og, Kg)  = sum_n gout[n, g] @ cols[n, g]^T
 // each one batched matrix product over the nc*G (image, group) pairs; BLAS or
-// cuBLAS does the arithmetic.
+// cuBLAS does the arithmetic. A 1x1 convolution of NHWC memory needs no columns
+// nor a conversion to NCHW: see the nhwc_pointwise functions.
 #include <ATen/ATen.h>
 #include <ATen/OpMathType.h>
 
@@ -41,37 +42,79 @@ struct Gemm {
   }
 
   // Columns (nc*G, Kg, L) of images [n0, n0 + nc).
-  at::Tensor columns(const FoldKernels& fold, int64_t n0, int64_t nc) const {
+  at::Tensor columns(const GemmBackend& backend, int64_t n0, int64_t nc) const {
     const auto images = x.narrow(0, n0, nc);
     if (pointwise) return images.view({nc * G, Kg, L});
     auto cols = at::empty({nc, s.C * w.kh * w.kw, L}, x.options());
-    fold.im2col({images, cols, w, nc, s.C, s.H, s.W, s.out_h, s.out_w});
+    backend.im2col({images, cols, w, nc, s.C, s.H, s.W, s.out_h, s.out_w});
     return cols.view({nc * G, Kg, L});
   }
 };
 
 // The forward GEMMs one chunk of the batch after another.
-void forward_serial(const Gemm& p, const FoldKernels& fold, at::Tensor& out) {
+void forward_serial(const Gemm& p, const GemmBackend& backend, at::Tensor& out) {
   const int64_t chunk = p.chunk(false), N = p.s.N;
   const auto weights = p.weight_batch(std::min(chunk, N));
   for (int64_t n0 = 0; n0 < N; n0 += chunk) {
     const int64_t nc = std::min(chunk, N - n0);
     // The chunk's columns are freed before the next chunk's are made, so the
     // caching allocators hand the same block back.
-    const auto cols = p.columns(fold, n0, nc);
+    const auto cols = p.columns(backend, n0, nc);
     auto dst = out.narrow(0, n0, nc).view({nc * p.G, p.Og, p.L});
     at::bmm_out(dst, weights.narrow(0, 0, nc * p.G), cols);
   }
 }
 
-Gemm plan(const char* op, const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-          at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
-  fold::Window w{};
-  const auto s = check<int64_t>(op, false, input, weight, bias, stride, padding, dilation, groups, &w);
+// s and w: check()'s results for these arguments.
+Gemm plan(const GemmBackend& backend, const Shape<int64_t>& s, const fold::Window& w, const at::Tensor& input,
+          const at::Tensor& weight, int64_t groups) {
   const int64_t G = groups, Og = s.O / G, Kg = (s.C / G) * w.kh * w.kw;
   const bool pointwise = w.kh == 1 && w.kw == 1 && w.sh == 1 && w.sw == 1 && w.ph == 0 && w.pw == 0;
-  auto x = (s.batched ? input : input.unsqueeze(0)).contiguous();
+  auto x = backend.to_format(s.batched ? input : input.unsqueeze(0), at::MemoryFormat::Contiguous);
   return {s, w, G, Og, Kg, s.out_h * s.out_w, pointwise, x, weight.contiguous().view({G, Og, Kg})};
+}
+
+// (N, C, H, W) with channels_last memory as the (N*H*W, C) matrix of its pixels: a view when t is dense in
+// that layout, else a copy.
+at::Tensor pixel_rows(const at::Tensor& t) {
+  return t.permute({0, 2, 3, 1}).reshape({-1, t.size(1)});
+}
+
+// A 1x1, unit-stride, unpadded, ungrouped convolution of a batch in channels_last memory is one GEMM with the
+// pixels as rows, one image after another: forward Y (NHW, O) = X (NHW, C) @ W^T (C, O) + b, input gradient
+// gX = gY @ W, weight gradient gW = gY^T @ X (the batch is the reduction). No column buffer, no NCHW copy.
+bool nhwc_pointwise(const at::Tensor& input, const fold::Window& w, int64_t groups) {
+  return input.dim() == 4 && result_format(input) == at::MemoryFormat::ChannelsLast && groups == 1 && w.kh == 1 &&
+         w.kw == 1 && w.sh == 1 && w.sw == 1 && w.ph == 0 && w.pw == 0;
+}
+
+at::Tensor nhwc_pointwise_forward(const at::Tensor& input, const at::Tensor& weight,
+                                  const std::optional<at::Tensor>& bias, const Shape<int64_t>& s) {
+  auto out = at::empty({s.N, s.O, s.out_h, s.out_w}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
+  auto rows = pixel_rows(out);  // a view: out is dense channels_last
+  const auto w_t = weight.reshape({s.O, s.C}).t();
+  if (bias.has_value() && bias->defined()) {
+    at::addmm_out(rows, *bias, pixel_rows(input), w_t);
+  } else {
+    at::mm_out(rows, pixel_rows(input), w_t);
+  }
+  return out;
+}
+
+Grads nhwc_pointwise_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
+                              const Shape<int64_t>& s, std::array<bool, 3> output_mask) {
+  const auto g = pixel_rows(grad_out);
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    grad_input = at::empty({s.N, s.C, s.H, s.W}, input.options().memory_format(at::MemoryFormat::ChannelsLast));
+    auto rows = pixel_rows(grad_input);
+    at::mm_out(rows, g, weight.reshape({s.O, s.C}));
+  }
+  if (output_mask[1]) {
+    grad_weight = at::mm(g.t(), pixel_rows(input)).view(weight.sizes()).contiguous(weight.suggest_memory_format());
+  }
+  if (output_mask[2]) grad_bias = g.sum(0);
+  return {grad_input, grad_weight, grad_bias};
 }
 
 } // namespace
@@ -84,31 +127,38 @@ int64_t workspace_limit_bytes() {
   return (parsed > 0 ? parsed : 256) << 20;
 }
 
-at::Tensor gemm_forward(const FoldKernels& fold, const at::Tensor& input, const at::Tensor& weight,
+at::Tensor gemm_forward(const GemmBackend& backend, const at::Tensor& input, const at::Tensor& weight,
                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
                         at::IntArrayRef dilation, int64_t groups) {
-  const auto p = plan("conv2d", input, weight, bias, stride, padding, dilation, groups);
+  fold::Window w{};
+  const auto shape = check<int64_t>("conv2d", false, input, weight, bias, stride, padding, dilation, groups, &w);
+  if (nhwc_pointwise(input, w, groups)) return nhwc_pointwise_forward(input, weight, bias, shape);
+  const auto p = plan(backend, shape, w, input, weight, groups);
   const auto& s = p.s;
   auto out = at::empty({s.N, s.O, s.out_h, s.out_w}, p.x.options());
   // Overlapping chunk k+1's im2col (on a second stream) with chunk k's GEMM was
   // tried and measured slower on an H100 (both are bound by memory traffic).
-  forward_serial(p, fold, out);
+  forward_serial(p, backend, out);
   if (bias.has_value() && bias->defined()) {
     out.add_(bias->view({1, s.O, 1, 1}));
   }
   // The GEMMs write NCHW; a channels_last input gets a channels_last result
-  // (PyTorch's rule) through one conversion, until an NHWC-native path exists.
-  return s.batched ? out.contiguous(result_format(input)) : out.squeeze(0);
+  // (PyTorch's rule) through one conversion.
+  return s.batched ? backend.to_format(out, result_format(input)) : out.squeeze(0);
 }
 
 
-Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const at::Tensor& input,
+Grads gemm_backward(const GemmBackend& backend, const at::Tensor& grad_out, const at::Tensor& input,
                     const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
                     at::IntArrayRef dilation, int64_t groups, std::array<bool, 3> output_mask) {
-  const auto p = plan("conv2d_backward", input, weight, std::nullopt, stride, padding, dilation, groups);
+  fold::Window w{};
+  const auto shape =
+      check<int64_t>("conv2d_backward", false, input, weight, std::nullopt, stride, padding, dilation, groups, &w);
+  check_grad_out("conv2d_backward", grad_out, input, shape);
+  if (nhwc_pointwise(input, w, groups)) return nhwc_pointwise_backward(grad_out, input, weight, shape, output_mask);
+  const auto p = plan(backend, shape, w, input, weight, groups);
   const auto& s = p.s;
-  check_grad_out("conv2d_backward", grad_out, input, s);
-  const auto gout = (s.batched ? grad_out : grad_out.unsqueeze(0)).contiguous();
+  const auto gout = backend.to_format(s.batched ? grad_out : grad_out.unsqueeze(0), at::MemoryFormat::Contiguous);
   const auto opmath = at::toOpMathType(p.x.scalar_type());
 
   at::Tensor grad_input, grad_weight, grad_bias;
@@ -124,7 +174,7 @@ Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const a
     const auto g = gout.narrow(0, n0, nc).view({nc * p.G, p.Og, p.L});
     if (output_mask[1]) {
       // Per-image products summed in opmath: the batch sum is the reduction.
-      const auto per_image = at::bmm(g, p.columns(fold, n0, nc).mT());
+      const auto per_image = at::bmm(g, p.columns(backend, n0, nc).mT());
       grad_weight.add_(per_image.view({nc, -1}).sum(0, false, opmath));
     }
     if (output_mask[0]) {
@@ -135,12 +185,17 @@ Grads gemm_backward(const FoldKernels& fold, const at::Tensor& grad_out, const a
         at::bmm_out(dst_view, w_t, g);
       } else {
         const auto gcols = at::bmm(w_t, g).view({nc, s.C * p.w.kh * p.w.kw, p.L});
-        fold.col2im({gcols, dst, p.w, nc, s.C, s.H, s.W, s.out_h, s.out_w});
+        backend.col2im({gcols, dst, p.w, nc, s.C, s.H, s.W, s.out_h, s.out_w});
       }
     }
   }
-  if (output_mask[0]) grad_input = s.batched ? grad_input.contiguous(result_format(input)) : grad_input.squeeze(0);
-  if (output_mask[1]) grad_weight = grad_weight.view(weight.sizes()).to(weight.scalar_type());
+  if (output_mask[0]) {
+    grad_input = s.batched ? backend.to_format(grad_input, result_format(input)) : grad_input.squeeze(0);
+  }
+  // In weight's memory format, as PyTorch's convolutions and the implicit-GEMM path return it.
+  if (output_mask[1]) {
+    grad_weight = grad_weight.view(weight.sizes()).to(weight.scalar_type()).contiguous(weight.suggest_memory_format());
+  }
   if (output_mask[2]) grad_bias = gout.sum({0, 2, 3});
   return {grad_input, grad_weight, grad_bias};
 }

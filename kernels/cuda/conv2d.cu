@@ -1,17 +1,19 @@
 // conv2d on CUDA. Two algorithms:
 //  - implicit GEMM (kernels/cuda/conv2d_implicit_sm90.cu, CUTLASS): the im2col gather inside the GEMM, on
 //    channels_last tensors, for the calls it takes (implicit_gemm::supports): sm_90 devices, float16 and
-//    bfloat16 (forward and unit-stride input gradient), float32 as TF32 where allowed (forward), one group,
-//    aligned channel counts. An NCHW call goes through a conversion to channels_last and back.
+//    bfloat16 (forward and gradients; unit-stride input gradient), float32 as TF32 where allowed (forward),
+//    one group, aligned channel counts. An NCHW call goes through a conversion to channels_last and back
+//    (kernels/cuda/memory_format.cu).
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
-//    for everything else (and the weight gradient), on the current stream.
+//    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the second (tests, benchmarks, the textbook algorithm); `implicit`
-// or unset lets the first take what it supports. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
+// also gives the first the 1x1 convolutions. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAMacros.h>
 #include <c10/util/Logging.h>
 
 #include <algorithm>
@@ -22,6 +24,7 @@
 
 #include "kernels/conv2d.h"
 #include "kernels/cuda/conv2d_implicit.h"
+#include "kernels/cuda/memory_format.h"
 
 namespace customops::cuda {
 
@@ -38,7 +41,8 @@ const char* describe(Refusal r) {
     case Refusal::kAlignment: return "explicit GEMM: channels or pointers not 16-byte aligned";
     case Refusal::kSize: return "explicit GEMM: an empty batch, or a size beyond the kernels' 32-bit indexing";
     case Refusal::kStride: return "explicit GEMM: strided input gradient (CUTLASS's kernel computes it wrong)";
-    case Refusal::kLayout: return "explicit GEMM: NCHW input (CUSTOMOPS_CONV2D_ALGO=implicit converts it)";
+    case Refusal::kPointwise:
+      return "explicit GEMM: a 1x1 unit-stride unpadded convolution is one cuBLAS GEMM (its gradients; an NCHW forward)";
     case Refusal::kCutlass: return "explicit GEMM: CUTLASS's can_implement refused the problem";
     case Refusal::kForced: return "explicit GEMM: CUSTOMOPS_CONV2D_ALGO=explicit";
   }
@@ -71,7 +75,12 @@ Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pas
   if (!fits) return Refusal::kSize;
   // CUTLASS's SM90 input-gradient kernel accepts strides and computes wrong values for them.
   if (pass_ == Pass::kInputGrad && (g.stride_h != 1 || g.stride_w != 1)) return Refusal::kStride;
-  if (!channels_last && !(algo != nullptr && std::strcmp(algo, "implicit") == 0)) return Refusal::kLayout;
+  // A 1x1 unit-stride unpadded convolution is one GEMM: cuBLAS ran its gradients at half the implicit kernels'
+  // time on an H100 and its forward on NCHW memory without the conversions; the implicit forward was faster
+  // on NHWC memory (float16 64x256x56x56 -> 64: 0.080 against 0.096 ms).
+  const bool pointwise = g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+  const bool forced = algo != nullptr && std::strcmp(algo, "implicit") == 0;
+  if (pointwise && !forced && (pass_ != Pass::kForward || !channels_last)) return Refusal::kPointwise;
   return Refusal::kNone;
 #endif
 }
@@ -80,7 +89,7 @@ Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pas
 
 namespace {
 
-const conv::FoldKernels kFold{&im2col_into, &col2im_into};
+const conv::GemmBackend kBackend{&im2col_into, &col2im_into, &to_format};
 
 using implicit_gemm::Pass;
 using implicit_gemm::Refusal;
@@ -98,7 +107,16 @@ bool aligned(const at::Tensor& t) {
 
 // A 4-D tensor dense in NHWC memory (the kernels derive packed strides from the sizes).
 at::Tensor nhwc(const at::Tensor& t) {
-  return t.contiguous(at::MemoryFormat::ChannelsLast);
+  return to_format(t, at::MemoryFormat::ChannelsLast);
+}
+
+bool channels_last(const at::Tensor& input) {
+  return conv::result_format(input) == at::MemoryFormat::ChannelsLast;
+}
+
+// A batched result of the implicit kernels (NHWC) in the memory format PyTorch gives input's convolution.
+at::Tensor like_input(const at::Tensor& nhwc_result, const at::Tensor& input) {
+  return to_format(nhwc_result, conv::result_format(input));
 }
 
 void log_choice(const char* pass, Refusal r, const implicit_gemm::Geometry& g, const at::Tensor& input) {
@@ -107,10 +125,6 @@ void log_choice(const char* pass, Refusal r, const implicit_gemm::Geometry& g, c
 #endif
   LOG(INFO) << "customops::conv2d " << pass << " " << input.scalar_type() << " N" << g.N << " C" << g.C << " "
             << g.H << "x" << g.W << " -> K" << g.K << " " << g.R << "x" << g.S << ": " << implicit_gemm::describe(r);
-}
-
-bool channels_last(const at::Tensor& input) {
-  return conv::result_format(input) == at::MemoryFormat::ChannelsLast;
 }
 
 // The implicit forward, or an undefined tensor when it does not take the call.
@@ -133,43 +147,77 @@ at::Tensor implicit_forward(const at::Tensor& input, const at::Tensor& weight, c
   }
   log_choice("forward", r, g, input);
   if (r != Refusal::kNone) return {};
-  return s.batched ? y.contiguous(conv::result_format(input)) : y.squeeze(0);
+  return s.batched ? like_input(y, input) : y.squeeze(0);
 }
 
-// The weight gradient, one launch per chunk of the batch on its own stream: a launch has only
-// weight_grad_tiles() output tiles (9 for 64 -> 64 channels 3x3), too few for the GPU's SMs, and CUTLASS's SM90
-// convolutions have no split-K. Each chunk writes float32 partial sums; their sum is rounded once.
+// Events that fan the weight gradient's streams out and back in, kept per thread and device: creating and
+// destroying nine events a call cost the host as much as the launches. Never freed (a thread's exit may come
+// after CUDA's teardown).
+at::cuda::CUDAEvent* fan_events(int device) {
+  thread_local auto* events =
+      new std::array<std::array<at::cuda::CUDAEvent, kMaxWeightGradSplits + 1>, C10_COMPILE_TIME_MAX_GPUS>();
+  return events->at(device).data();
+}
+
+// How many batch chunks the weight gradient runs as: enough launches of weight_grad_tiles() tiles each to
+// fill the SMs' last wave best (the smallest count within 10% of the best fill), but each chunk keeps at least
+// kMinWeightGradPixels output pixels to reduce over; shorter reductions lose more to the extra launches and
+// the partial sums than they gain (H100: 256 channels at 14x14, batch 64, ran fastest unsplit).
+int64_t weight_grad_splits(const implicit_gemm::Geometry& g, int64_t sms) {
+  constexpr int64_t kMinWeightGradPixels = 16384;
+  const int64_t tiles = implicit_gemm::weight_grad_tiles(g);
+  const int64_t most = std::max<int64_t>(1, std::min({g.N * g.P * g.Q / kMinWeightGradPixels, g.N, kMaxWeightGradSplits}));
+  const auto fill = [&](int64_t s) {
+    const int64_t ctas = tiles * s;
+    return static_cast<double>(ctas) / static_cast<double>((ctas + sms - 1) / sms * sms);
+  };
+  double best = 0;
+  for (int64_t s = 1; s <= most; ++s) best = std::max(best, fill(s));
+  int64_t s = 1;
+  while (fill(s) < 0.9 * best) ++s;
+  return s;
+}
+
+// The weight gradient, one launch per chunk of the batch on its own stream: CUTLASS's SM90 convolutions have no
+// split-K, and a launch has only weight_grad_tiles() output tiles (9 for 64 -> 64 channels 3x3), too few for
+// the GPU's SMs. Each chunk writes float32 partial sums; their sum is rounded once.
 Refusal implicit_weight_grad(const at::Tensor& gout, const at::Tensor& x, const implicit_gemm::Geometry& g,
                              const at::Tensor& weight, at::Tensor* grad_weight) {
-  const int64_t sms = at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount;
-  const int64_t wanted = std::clamp<int64_t>(sms / implicit_gemm::weight_grad_tiles(g), 1, kMaxWeightGradSplits);
+  const int64_t wanted =
+      weight_grad_splits(g, at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount);
   const int64_t chunk = (g.N + std::min(wanted, g.N) - 1) / std::min(wanted, g.N);
   const int64_t splits = (g.N + chunk - 1) / chunk;
   auto partial = at::empty({splits, g.K, g.R, g.S, g.C}, x.options().dtype(at::kFloat));
+  // Chunks are whole images of the dense NPQK / NHWC operands: byte offsets, no tensor views.
+  const auto* gout_p = static_cast<const char*>(gout.const_data_ptr());
+  const auto* x_p = static_cast<const char*>(x.const_data_ptr());
+  const int64_t gout_image = g.P * g.Q * g.K * gout.element_size(), x_image = g.H * g.W * g.C * x.element_size();
+  const int64_t filter = g.K * g.R * g.S * g.C;
   const auto current = at::cuda::getCurrentCUDAStream();
-  at::cuda::CUDAEvent ready;
-  ready.record(current);
-  std::array<at::cuda::CUDAEvent, kMaxWeightGradSplits> done;
+  at::cuda::CUDAEvent* events = fan_events(x.get_device());  // [0]: the work before; [1 + i]: chunk i done
+  if (splits > 1) events[0].record(current);
   Refusal r = Refusal::kNone;
   for (int64_t i = 0; i < splits && r == Refusal::kNone; ++i) {
-    const int64_t n0 = i * chunk, nc = std::min(chunk, g.N - n0);
+    const int64_t n0 = i * chunk;
     auto gi = g;
-    gi.N = nc;
+    gi.N = std::min(chunk, g.N - n0);
     // One launch runs on the current stream itself; more fan out to pool streams that wait for the work
     // before them, and the current stream waits for all of them (no host synchronisation).
     const auto stream = splits == 1 ? current : at::cuda::getStreamFromPool(false, x.get_device());
-    if (splits > 1) ready.block(stream);
+    if (splits > 1) events[0].block(stream);
     const c10::cuda::CUDAStreamGuard on(stream);
-    r = implicit_gemm::weight_grad(gout.narrow(0, n0, nc), x.narrow(0, n0, nc), partial[i], gi);
-    if (splits > 1) done[i].record(stream);
+    r = implicit_gemm::weight_grad(gout_p + n0 * gout_image, x_p + n0 * x_image,
+                                   partial.mutable_data_ptr<float>() + i * filter, gi, x);
+    if (splits > 1) events[1 + i].record(stream);
   }
   if (splits > 1) {
-    for (int64_t i = 0; i < splits; ++i) done[i].block(current);
+    for (int64_t i = 0; i < splits; ++i) events[1 + i].block(current);
   }
   if (r != Refusal::kNone) return r;
-  const auto sum = splits == 1 ? partial[0] : partial.sum(0);
+  // Summed in float32, rounded once (sum's dtype argument would round each chunk first).
+  const auto sum = (splits == 1 ? partial[0] : partial.sum(0)).to(weight.scalar_type());
   // KRSC memory is the (K, C, R, S) weight in channels_last; PyTorch's weight gradient takes weight's format.
-  *grad_weight = sum.to(weight.scalar_type()).permute({0, 3, 1, 2}).contiguous(weight.suggest_memory_format());
+  *grad_weight = sum.permute({0, 3, 1, 2}).contiguous(weight.suggest_memory_format());
   return Refusal::kNone;
 }
 
@@ -185,10 +233,10 @@ std::pair<at::Tensor, at::Tensor> implicit_grads(const at::Tensor& grad_out, con
   conv::check_grad_out("conv2d_backward", grad_out, input, s);
   const auto g = geometry(s, w);
   const bool cl = channels_last(input);
-  const Refusal r_in = output_mask[0] ? implicit_gemm::supports(input, g, groups, Pass::kInputGrad, cl, false)
-                                      : Refusal::kForced;
-  const Refusal r_w = output_mask[1] ? implicit_gemm::supports(input, g, groups, Pass::kWeightGrad, cl, false)
-                                     : Refusal::kForced;
+  const Refusal r_in =
+      output_mask[0] ? implicit_gemm::supports(input, g, groups, Pass::kInputGrad, cl, false) : Refusal::kForced;
+  const Refusal r_w =
+      output_mask[1] ? implicit_gemm::supports(input, g, groups, Pass::kWeightGrad, cl, false) : Refusal::kForced;
   if (r_in != Refusal::kNone && r_w != Refusal::kNone) {
     if (output_mask[0]) log_choice("input grad", r_in, g, input);
     if (output_mask[1]) log_choice("weight grad", r_w, g, input);
@@ -203,9 +251,8 @@ std::pair<at::Tensor, at::Tensor> implicit_grads(const at::Tensor& grad_out, con
       grad_input = at::empty({s.N, s.C, s.H, s.W}, gout.options().memory_format(at::MemoryFormat::ChannelsLast));
       r = aligned(gout) && aligned(wt) && aligned(grad_input) ? implicit_gemm::input_grad(gout, wt, grad_input, g)
                                                               : Refusal::kAlignment;
-      grad_input = r == Refusal::kNone ? (s.batched ? grad_input.contiguous(conv::result_format(input))
-                                                    : grad_input.squeeze(0))
-                                       : at::Tensor();
+      grad_input =
+          r == Refusal::kNone ? (s.batched ? like_input(grad_input, input) : grad_input.squeeze(0)) : at::Tensor();
     }
     log_choice("input grad", r, g, input);
   }
@@ -227,7 +274,7 @@ at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::
   conv::check_devices("conv2d", input, weight, bias);
   const c10::cuda::CUDAGuard guard(input.device());
   if (auto y = implicit_forward(input, weight, bias, stride, padding, dilation, groups); y.defined()) return y;
-  return conv::gemm_forward(kFold, input, weight, bias, stride, padding, dilation, groups);
+  return conv::gemm_forward(kBackend, input, weight, bias, stride, padding, dilation, groups);
 }
 
 conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
@@ -246,7 +293,7 @@ conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input,
     const auto gout = input.dim() == 4 ? grad_out : grad_out.unsqueeze(0);
     return {grad_input, grad_weight, output_mask[2] ? gout.sum({0, 2, 3}) : at::Tensor()};
   }
-  auto grads = conv::gemm_backward(kFold, grad_out, input, weight, stride, padding, dilation, groups, rest);
+  auto grads = conv::gemm_backward(kBackend, grad_out, input, weight, stride, padding, dilation, groups, rest);
   if (grad_input.defined()) std::get<0>(grads) = grad_input;
   if (grad_weight.defined()) std::get<1>(grads) = grad_weight;
   return grads;

@@ -19,15 +19,16 @@ struct Geometry {
 };
 
 // Why the implicit path does not take a call (kNone: it does), for the debug log and the tests.
-enum class Refusal { kNone, kForced, kNotBuilt, kDevice, kDtype, kTf32Off, kGroups, kAlignment, kSize, kStride, kLayout, kCutlass };
+enum class Refusal { kNone, kForced, kNotBuilt, kDevice, kDtype, kTf32Off, kGroups, kAlignment, kSize, kStride, kPointwise, kCutlass };
 const char* describe(Refusal r);
 
 // What the kernels take, before any tensor is touched: dtype (float16, bfloat16, float32 as TF32 when
 // allow_tf32), one group, channel counts that keep 16-byte rows (C and K multiples of 8 for half types,
 // 4 for float32), sizes that fit CUTLASS's 32-bit problem shape, a device of compute capability 9.0.
 // `pass_` picks the kernel: the forward, the input gradient (half types, unit stride) or the weight gradient
-// (half types). `channels_last`: the input's layout; NCHW calls stay explicit unless CUSTOMOPS_CONV2D_ALGO=implicit
-// (converting them both ways measured slower than im2col + cuBLAS on the H100).
+// (half types). `channels_last`: the input's layout (NCHW calls are converted to channels_last and back by the
+// caller). 1x1 unit-stride unpadded convolutions are plain GEMMs: their gradients, and their forward on NCHW
+// memory, go to cuBLAS unless CUSTOMOPS_CONV2D_ALGO=implicit.
 enum class Pass { kForward, kInputGrad, kWeightGrad };
 Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pass pass_, bool channels_last,
                  bool allow_tf32);
@@ -41,8 +42,10 @@ Refusal forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias
 Refusal input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g);
 
 // The weight gradient of one batch chunk (g.N images), summed over its pixels in float32: grad_out NPQK,
-// x NHWC, partial a dense float32 KRSC buffer. Half types only (no TF32 kernel for this operand order).
-Refusal weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& partial, const Geometry& g);
+// x NHWC (dense, the chunk's first image), partial a dense float32 KRSC buffer. `like`: a tensor of the
+// operands' dtype and device. Half types only (no TF32 kernel for this operand order). Raw pointers, so that
+// a chunk costs the host no tensor views.
+Refusal weight_grad(const void* grad_out, const void* x, float* partial, const Geometry& g, const at::Tensor& like);
 
 // Output tiles of one weight-gradient launch: the caller splits the batch over streams to fill the GPU.
 inline int64_t weight_grad_tiles(const Geometry& g) {

@@ -26,9 +26,12 @@ conv::Grads backward(const char* op, bool depthwise, const at::Tensor& grad_out,
       conv::check<c10::SymInt>(op, depthwise, input, weight, std::nullopt, stride, padding, dilation, groups, &w);
   conv::check_grad_out(op, grad_out, input, s);
   const auto options = input.options();
+  // conv2d's weight gradient comes in weight's memory format (as PyTorch's), depthwise_conv2d's contiguous.
+  const auto grad_weight_format = depthwise ? at::MemoryFormat::Contiguous : weight.suggest_memory_format();
   return {output_mask[0] ? at::empty_symint(input.sym_sizes(), options.memory_format(conv::result_format(input)))
                          : at::Tensor(),
-          output_mask[1] ? at::empty_symint(weight.sym_sizes(), options) : at::Tensor(),
+          output_mask[1] ? at::empty_symint(weight.sym_sizes(), options.memory_format(grad_weight_format))
+                         : at::Tensor(),
           output_mask[2] ? at::empty_symint({s.O}, options) : at::Tensor()};
 }
 

@@ -367,6 +367,10 @@ _CHANNELS_LAST_CONVS = [
     # bfloat16 (and autocast) runs them; unit stride (all three kernels) and strided (forward, weight gradient).
     ((2, 8, 9, 7), (16, 8, 3, 3), True, 1, 1, 1, 1, "channels_last_aligned_3x3"),
     ((1, 16, 11, 10), (8, 16, 3, 5), False, (2, 1), (1, 2), (1, 2), 1, "channels_last_aligned_strided_dilated"),
+    # A model moved to channels_last has channels_last weights too (its weight gradient comes in that format); a
+    # 1x1 unit-stride convolution of NHWC memory is one GEMM, on every device.
+    ((2, 16, 7, 6), (24, 16, 3, 3), True, 1, 1, 1, 1, "channels_last_aligned_weight_cl"),
+    ((2, 16, 5, 6), (8, 16, 1, 1), True, 1, 0, 1, 1, "channels_last_aligned_pointwise_weight_cl"),
 ]
 
 
@@ -401,7 +405,10 @@ def _conv_samples_from(cases, depthwise):
             x = x.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2) if "permuted" in rest[-1] else \
                 x.to(memory_format=torch.channels_last)
             bias = t((ws[0],)) if has_bias else None
-            yield SampleInput((x.requires_grad_(requires_grad), t(ws), bias),
+            weight = t(ws)
+            if rest[-1].endswith("weight_cl"):
+                weight = weight.detach().to(memory_format=torch.channels_last).requires_grad_(requires_grad)
+            yield SampleInput((x.requires_grad_(requires_grad), weight, bias),
                               _conv_kwargs(stride, padding, dilation, groups), rest[-1])
 
     return samples

@@ -159,17 +159,19 @@ def test_implicit_path_runs_where_supported(dtype, monkeypatch):
 
 @requires_implicit
 def test_fallback_boundary(monkeypatch):
-    """Unaligned channels, groups, float32 without TF32, float64, strided input gradients and NCHW inputs stay
-    explicit."""
-    def cutlass_kernels(dtype, c, k, groups=1, stride=1, tf32=False, layout=torch.channels_last):
+    """Unaligned channels, groups, float32 without TF32, float64 and strided input gradients stay explicit; so
+    do 1x1 unit-stride convolutions (plain GEMMs), unless CUSTOMOPS_CONV2D_ALGO=implicit. NCHW inputs run the
+    implicit kernels through conversions."""
+    def cutlass_kernels(dtype, c, k, groups=1, stride=1, tf32=False, layout=torch.channels_last, ks=3):
         x = torch.randn(2, c, 10, 10, device="cuda", dtype=dtype).to(memory_format=layout)
-        w = torch.randn(k, c // groups, 3, 3, device="cuda", dtype=dtype)
+        w = torch.randn(k, c // groups, ks, ks, device="cuda", dtype=dtype)
+        pad = ks // 2
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
-            y = customops.conv2d(x, w, None, stride, 1, 1, groups)
+            y = customops.conv2d(x, w, None, stride, pad, 1, groups)
             names = _kernel_names(lambda: torch.ops.customops.conv2d_backward(
-                torch.ones_like(y), x, w, [stride] * 2, [1, 1], [1, 1], groups, [True, False, False]))
-            names += _kernel_names(lambda: customops.conv2d(x, w, None, stride, 1, 1, groups))
+                torch.ones_like(y), x, w, [stride] * 2, [pad] * 2, [1, 1], groups, [True, False, False]))
+            names += _kernel_names(lambda: customops.conv2d(x, w, None, stride, pad, 1, groups))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
         return sum(_IMPLICIT in n for n in names)
@@ -182,10 +184,12 @@ def test_fallback_boundary(monkeypatch):
     assert cutlass_kernels(torch.float32, 12, 12) == 0  # no TF32
     assert cutlass_kernels(torch.float32, 12, 12, tf32=True) == 1  # forward (no TF32 input-gradient kernel)
     assert cutlass_kernels(torch.float64, 16, 16) == 0
-    # NCHW: converting both ways measured slower than im2col + cuBLAS; CUSTOMOPS_CONV2D_ALGO=implicit converts.
-    assert cutlass_kernels(torch.float16, 16, 16, layout=torch.contiguous_format) == 0
-    monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "implicit")
     assert cutlass_kernels(torch.float16, 16, 16, layout=torch.contiguous_format) == 2
+    assert cutlass_kernels(torch.float16, 16, 16, ks=1) == 1  # the forward; cuBLAS the input gradient
+    assert cutlass_kernels(torch.float16, 16, 16, ks=1, layout=torch.contiguous_format) == 0
+    assert cutlass_kernels(torch.float16, 16, 16, ks=1, stride=2) == 1  # forward (strided: no input gradient)
+    monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "implicit")
+    assert cutlass_kernels(torch.float16, 16, 16, ks=1) == 2
 
 
 @requires_implicit
@@ -209,3 +213,40 @@ def test_implicit_forward_needs_no_column_buffer():
         out = out if isinstance(out, torch.Tensor) else out[0]
         assert torch.cuda.max_memory_allocated() - base <= out.numel() * out.element_size() + slack
         del out
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
+def test_pointwise_channels_last_is_one_gemm_without_copies(dtype):
+    """The gradients of a 1x1 unit-stride convolution of a channels_last batch multiply the NHWC memory as it is
+    (cuBLAS), and so does its forward where the implicit kernels do not run: no im2col, no NCHW copy of the
+    input or grad_out (peak memory: the results alone), on any GPU."""
+    x = torch.randn(8, 64, 32, 32, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(32, 64, 1, 1, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    b = torch.randn(32, device="cuda", dtype=dtype)
+    g = torch.randn(8, 32, 32, 32, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    fwd = lambda: customops.conv2d(x, w, b)  # noqa: E731
+    bwd = lambda: torch.ops.customops.conv2d_backward(g, x, w, [1, 1], [0, 0], [1, 1], 1, [True, True, True])  # noqa: E731
+    names = _kernel_names(fwd)
+    assert not any("im2col" in n for n in names), names
+    names = _kernel_names(bwd)
+    assert not any("im2col" in n or _IMPLICIT in n for n in names), names
+    fwd(), bwd()  # warm-up (cuBLAS workspace)
+    torch.cuda.synchronize()
+    slack = 2**20
+    for fn in (fwd, bwd):
+        base = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        out = fn()
+        torch.cuda.synchronize()
+        outs = [out] if isinstance(out, torch.Tensor) else list(out)
+        assert torch.cuda.max_memory_allocated() - base <= sum(o.numel() * o.element_size() for o in outs) + slack
+        del out, outs
+    y = fwd()
+    gx, gw, gb = bwd()
+    assert y.is_contiguous(memory_format=torch.channels_last) and gx.is_contiguous(memory_format=torch.channels_last)
+    assert gw.is_contiguous(memory_format=torch.channels_last)  # weight's format, as PyTorch's
+    ref = F.conv2d(x.double(), w.double(), b.double())
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, w, b))
+    want = torch.autograd.grad(F.conv2d(xd, wd, bd), (xd, wd, bd), g.double())
+    for got, exp, what in zip((y, gx, gw, gb), (ref,) + want, ("forward", "input", "weight", "bias")):
+        _check(got, exp, torch.float16 if dtype == torch.float16 else torch.float32, what)

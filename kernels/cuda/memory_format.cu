@@ -1,0 +1,87 @@
+// A batch of matrices transposed through shared-memory tiles, so that both the reads and the writes walk
+// consecutive addresses: NCHW is (N, C, H*W), NHWC is (N, H*W, C).
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/memory_format.h"
+
+namespace customops::cuda {
+namespace {
+
+constexpr int kTile = 32;     // a warp reads or writes one tile row
+constexpr int kRowsPerPass = 8;  // 256 threads: each moves kTile / kRowsPerPass elements of a tile
+
+// dst[b][j][i] = src[b][i][j] for src (B, R, S) and dst (B, S, R), both dense. One block per tile at a time
+// (grid-stride over every tile of every matrix). The shared tile holds opmath values (float for the half types:
+// exact, and 4-byte slots with an odd row pitch keep the column reads free of bank conflicts).
+template <typename scalar_t>
+__global__ void transpose_batch(const scalar_t* __restrict__ src, scalar_t* __restrict__ dst, int64_t B, int64_t R,
+                                int64_t S) {
+  using slot_t = at::opmath_type<scalar_t>;
+  __shared__ slot_t tile[kTile][kTile + 1];
+  const int64_t tiles_r = (R + kTile - 1) / kTile, tiles_s = (S + kTile - 1) / kTile;
+  const int64_t tiles = B * tiles_r * tiles_s;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t b = t / (tiles_r * tiles_s), rest = t % (tiles_r * tiles_s);
+    const int64_t r0 = rest / tiles_s * kTile, s0 = rest % tiles_s * kTile;
+    const scalar_t* from = src + b * R * S;
+    scalar_t* to = dst + b * R * S;
+    for (int k = ty; k < kTile; k += kRowsPerPass) {
+      if (r0 + k < R && s0 + tx < S) tile[k][tx] = static_cast<slot_t>(from[(r0 + k) * S + s0 + tx]);
+    }
+    __syncthreads();
+    for (int k = ty; k < kTile; k += kRowsPerPass) {
+      if (s0 + k < S && r0 + tx < R) to[(s0 + k) * R + r0 + tx] = static_cast<scalar_t>(tile[tx][k]);
+    }
+    __syncthreads();  // the tile is refilled on the next pass
+  }
+}
+
+void transpose(const at::Tensor& src, const at::Tensor& dst, int64_t B, int64_t R, int64_t S) {
+  const int64_t tiles = B * ((R + kTile - 1) / kTile) * ((S + kTile - 1) / kTile);
+  if (tiles == 0) return;
+  // Enough resident blocks to cover the memory latency; the grid-stride loop takes the rest.
+  const int64_t most = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 16;
+  const dim3 grid(static_cast<unsigned>(std::min(tiles, most)));
+  const dim3 block(kTile, kRowsPerPass);
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "customops::to_format", [&] {
+    transpose_batch<scalar_t><<<grid, block, 0, at::cuda::getCurrentCUDAStream()>>>(
+        src.const_data_ptr<scalar_t>(), dst.mutable_data_ptr<scalar_t>(), B, R, S);
+  });
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+} // namespace
+
+at::Tensor to_format(const at::Tensor& t, at::MemoryFormat format) {
+  TORCH_CHECK(format == at::MemoryFormat::Contiguous || format == at::MemoryFormat::ChannelsLast,
+              "customops::to_format: expected format to be Contiguous or ChannelsLast, got ", format);
+  TORCH_CHECK(format == at::MemoryFormat::Contiguous || t.dim() == 4,
+              "customops::to_format: expected a 4-D tensor for channels_last, got ", t.dim(), "-D");
+  if (t.is_contiguous(format)) return t;
+  const bool floating = at::isFloatingType(t.scalar_type());
+  if (!t.is_cuda() || t.dim() != 4 || !floating) return t.contiguous(format);
+  const bool to_nhwc = format == at::MemoryFormat::ChannelsLast;
+  // Only between the two dense layouts; anything else (slices, expanded tensors) is ATen's.
+  if (!(to_nhwc ? t.is_contiguous() : t.is_contiguous(at::MemoryFormat::ChannelsLast))) {
+    return t.contiguous(format);
+  }
+  const c10::cuda::CUDAGuard guard(t.device());
+  auto out = at::empty(t.sizes(), t.options().memory_format(format));
+  const int64_t N = t.size(0), C = t.size(1), HW = t.size(2) * t.size(3);
+  if (to_nhwc) {
+    transpose(t, out, N, C, HW);
+  } else {
+    transpose(t, out, N, HW, C);
+  }
+  return out;
+}
+
+} // namespace customops::cuda
