@@ -32,6 +32,25 @@ def median_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, r
     return statistics.median(times)
 
 
+def back_to_back_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, calls: int = 50) -> float:
+    """GPU time of one call of fn when calls are queued back to back, as in a training step, in milliseconds.
+
+    A sleep kernel holds the stream while the host queues every call, so the launches' host time overlaps
+    the GPU's work: what remains is the kernels' time plus the gaps between them. median_ms instead times
+    each call alone, host launch latency included, which favours the library with fewer launches."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize(device)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda._sleep(100_000_000)  # about 50 ms: longer than queueing the calls takes
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
+
+
 def copy_bandwidth(device: torch.device, nbytes: int, repeats: int = 50) -> float:
     """Device copy bandwidth in bytes/s, counting bytes read plus bytes written."""
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).uniform_()
