@@ -1,9 +1,11 @@
-// conv2d on CUDA. Two algorithms:
+// conv2d on CUDA. Three algorithms:
 //  - implicit GEMM (kernels/cuda/conv2d_implicit_sm90.cu, CUTLASS): the im2col gather inside the GEMM, on
 //    channels_last tensors, for the calls it takes (implicit_gemm::supports): sm_90 devices, float16 and
-//    bfloat16 (forward and gradients; unit-stride input gradient), float32 as TF32 where allowed (forward),
-//    one group, aligned channel counts. An NCHW call goes through a conversion to channels_last and back
-//    (kernels/cuda/memory_format.cu).
+//    bfloat16 (forward and gradients; unit-stride input gradient), float32 as TF32 where allowed (forward and
+//    unit-stride input gradient), one group, aligned channel counts. An NCHW call goes through a conversion to
+//    channels_last and back (kernels/cuda/memory_format.cu).
+//  - direct grouped kernels (kernels/cuda/conv2d_grouped.cu) for groups > 1 of at most 32 channels each (any GPU,
+//    float16, bfloat16, float32), on channels_last tensors, NCHW calls converted like the implicit path's.
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the second (tests, benchmarks, the textbook algorithm); `implicit`
@@ -23,10 +25,20 @@
 #include <utility>
 
 #include "kernels/conv2d.h"
+#include "kernels/cuda/conv2d_grouped.h"
 #include "kernels/cuda/conv2d_implicit.h"
 #include "kernels/cuda/memory_format.h"
 
 namespace customops::cuda {
+namespace {
+
+// CUSTOMOPS_CONV2D_ALGO, read per call (like the workspace limit) so that tests and benchmarks can switch.
+bool algo_is(const char* name) {
+  const char* algo = std::getenv("CUSTOMOPS_CONV2D_ALGO");
+  return algo != nullptr && std::strcmp(algo, name) == 0;
+}
+
+} // namespace
 
 namespace implicit_gemm {
 
@@ -41,6 +53,8 @@ const char* describe(Refusal r) {
     case Refusal::kAlignment: return "explicit GEMM: channels or pointers not 16-byte aligned";
     case Refusal::kSize: return "explicit GEMM: an empty batch, or a size beyond the kernels' 32-bit indexing";
     case Refusal::kStride: return "explicit GEMM: strided input gradient (CUTLASS's kernel computes it wrong)";
+    case Refusal::kPadding:
+      return "explicit GEMM: TF32 input gradient with padding beyond the dilated kernel (no flipped-filter forward)";
     case Refusal::kPointwise:
       return "explicit GEMM: a 1x1 unit-stride unpadded convolution is one cuBLAS GEMM (its gradients; an NCHW forward)";
     case Refusal::kCutlass: return "explicit GEMM: CUTLASS's can_implement refused the problem";
@@ -51,8 +65,7 @@ const char* describe(Refusal r) {
 
 Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pass pass_, bool channels_last,
                  bool allow_tf32) {
-  const char* algo = std::getenv("CUSTOMOPS_CONV2D_ALGO");  // read per call, like the workspace limit
-  if (algo != nullptr && std::strcmp(algo, "explicit") == 0) return Refusal::kForced;
+  if (algo_is("explicit")) return Refusal::kForced;
 #ifndef CUSTOMOPS_WITH_SM90_CONV
   return Refusal::kNotBuilt;
 #else
@@ -60,7 +73,7 @@ Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pas
   if (props->major != 9 || props->minor != 0) return Refusal::kDevice;
   const auto dtype = input.scalar_type();
   int64_t align = 8;  // elements per 16 bytes
-  if (dtype == at::kFloat && pass_ == Pass::kForward) {
+  if (dtype == at::kFloat && pass_ != Pass::kWeightGrad) {
     if (!allow_tf32) return Refusal::kTf32Off;
     align = 4;
   } else if (dtype != at::kHalf && dtype != at::kBFloat16) {
@@ -75,12 +88,15 @@ Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pas
   if (!fits) return Refusal::kSize;
   // CUTLASS's SM90 input-gradient kernel accepts strides and computes wrong values for them.
   if (pass_ == Pass::kInputGrad && (g.stride_h != 1 || g.stride_w != 1)) return Refusal::kStride;
+  if (pass_ == Pass::kInputGrad && dtype == at::kFloat &&
+      (g.pad_h > g.dil_h * (g.R - 1) || g.pad_w > g.dil_w * (g.S - 1))) {
+    return Refusal::kPadding;
+  }
   // A 1x1 unit-stride unpadded convolution is one GEMM: cuBLAS ran its gradients at half the implicit kernels'
   // time on an H100 and its forward on NCHW memory without the conversions; the implicit forward was faster
   // on NHWC memory (float16 64x256x56x56 -> 64: 0.080 against 0.096 ms).
   const bool pointwise = g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
-  const bool forced = algo != nullptr && std::strcmp(algo, "implicit") == 0;
-  if (pointwise && !forced && (pass_ != Pass::kForward || !channels_last)) return Refusal::kPointwise;
+  if (pointwise && !algo_is("implicit") && (pass_ != Pass::kForward || !channels_last)) return Refusal::kPointwise;
   return Refusal::kNone;
 #endif
 }
@@ -119,33 +135,46 @@ at::Tensor like_input(const at::Tensor& nhwc_result, const at::Tensor& input) {
   return to_format(nhwc_result, conv::result_format(input));
 }
 
-void log_choice(const char* pass, Refusal r, const implicit_gemm::Geometry& g, const at::Tensor& input) {
+// Whether the fast path takes a call: the direct grouped kernels for groups > 1, the implicit GEMM for one.
+Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_,
+                  bool allow_tf32) {
+  if (groups == 1) return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
+  return algo_is("explicit") ? Refusal::kForced : grouped::supports(input.scalar_type(), g, groups);
+}
+
+void log_choice(const char* pass, Refusal r, const implicit_gemm::Geometry& g, int64_t groups,
+                const at::Tensor& input) {
 #ifndef C10_USE_GLOG
   if (FLAGS_caffe2_log_level > c10::GLOG_INFO) return;  // skip formatting a message nobody sees
 #endif
   LOG(INFO) << "customops::conv2d " << pass << " " << input.scalar_type() << " N" << g.N << " C" << g.C << " "
-            << g.H << "x" << g.W << " -> K" << g.K << " " << g.R << "x" << g.S << ": " << implicit_gemm::describe(r);
+            << g.H << "x" << g.W << " -> K" << g.K << " " << g.R << "x" << g.S << " groups " << groups << ": "
+            << (groups > 1 ? grouped::describe(r) : implicit_gemm::describe(r));
 }
 
-// The implicit forward, or an undefined tensor when it does not take the call.
-at::Tensor implicit_forward(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+// The fast path's forward, or an undefined tensor when it does not take the call.
+at::Tensor fast_forward(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                             int64_t groups) {
   fold::Window w{};
   const auto s = conv::check<int64_t>("conv2d", false, input, weight, bias, stride, padding, dilation, groups, &w);
   const auto g = geometry(s, w);
-  Refusal r = implicit_gemm::supports(input, g, groups, Pass::kForward, channels_last(input),
-                                      at::globalContext().allowTF32CuBLAS());
+  Refusal r = fast_path(input, g, groups, Pass::kForward, at::globalContext().allowTF32CuBLAS());
   at::Tensor y;
   if (r == Refusal::kNone) {
     const auto x = nhwc(s.batched ? input : input.unsqueeze(0));
-    const auto wt = nhwc(weight);
     const auto b = bias.has_value() && bias->defined() ? bias->contiguous() : at::Tensor();
     y = at::empty({s.N, s.O, s.out_h, s.out_w}, x.options().memory_format(at::MemoryFormat::ChannelsLast));
-    r = aligned(x) && aligned(wt) && aligned(b) && aligned(y) ? implicit_gemm::forward(x, wt, b, y, g)
-                                                              : Refusal::kAlignment;
+    if (!aligned(x) || !aligned(b) || !aligned(y)) {
+      r = Refusal::kAlignment;
+    } else if (groups > 1) {
+      grouped::forward(x, weight, b, y, g, groups);
+    } else {
+      const auto wt = nhwc(weight);
+      r = aligned(wt) ? implicit_gemm::forward(x, wt, b, y, g) : Refusal::kAlignment;
+    }
   }
-  log_choice("forward", r, g, input);
+  log_choice("forward", r, g, groups, input);
   if (r != Refusal::kNone) return {};
   return s.batched ? like_input(y, input) : y.squeeze(0);
 }
@@ -221,9 +250,21 @@ Refusal implicit_weight_grad(const at::Tensor& gout, const at::Tensor& x, const 
   return Refusal::kNone;
 }
 
-// The implicit gradients output_mask asks for (input: unit stride), each an undefined tensor where the
-// implicit path does not take it.
-std::pair<at::Tensor, at::Tensor> implicit_grads(const at::Tensor& grad_out, const at::Tensor& input,
+// The unit-stride input gradient as a forward convolution: grad_out (N, K, P, Q) with the filter flipped in
+// both spatial dimensions and its channel dimensions swapped, padded by dilation * (kernel - 1) - padding,
+// gives grad_input (N, C, H, W). For TF32: WGMMA reads TF32 operands only K-major, which the KRSC filter of
+// CUTLASS's input-gradient kernel is not; the flipped (C, R, S, K) filter is, for the forward kernel.
+Refusal input_grad_as_forward(const at::Tensor& gout, const at::Tensor& weight, const at::Tensor& grad_input,
+                              const implicit_gemm::Geometry& g) {
+  const auto flipped = nhwc(weight.flip({2, 3}).transpose(0, 1));
+  const implicit_gemm::Geometry t{g.N, g.P, g.Q, g.K, g.C, g.R, g.S, g.H, g.W,
+                                  g.dil_h * (g.R - 1) - g.pad_h, g.dil_w * (g.S - 1) - g.pad_w, 1, 1,
+                                  g.dil_h, g.dil_w};
+  return aligned(flipped) ? implicit_gemm::forward(gout, flipped, at::Tensor(), grad_input, t) : Refusal::kAlignment;
+}
+
+// The fast path's gradients output_mask asks for, each an undefined tensor where the fast path does not take it.
+std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const at::Tensor& input,
                                                  const at::Tensor& weight, at::IntArrayRef stride,
                                                  at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
                                                  std::array<bool, 3> output_mask) {
@@ -232,14 +273,13 @@ std::pair<at::Tensor, at::Tensor> implicit_grads(const at::Tensor& grad_out, con
       conv::check<int64_t>("conv2d_backward", false, input, weight, std::nullopt, stride, padding, dilation, groups, &w);
   conv::check_grad_out("conv2d_backward", grad_out, input, s);
   const auto g = geometry(s, w);
-  const bool cl = channels_last(input);
-  const Refusal r_in =
-      output_mask[0] ? implicit_gemm::supports(input, g, groups, Pass::kInputGrad, cl, false) : Refusal::kForced;
-  const Refusal r_w =
-      output_mask[1] ? implicit_gemm::supports(input, g, groups, Pass::kWeightGrad, cl, false) : Refusal::kForced;
+  const Refusal r_in = output_mask[0] ? fast_path(input, g, groups, Pass::kInputGrad,
+                                                    at::globalContext().allowTF32CuBLAS())
+                                      : Refusal::kForced;
+  const Refusal r_w = output_mask[1] ? fast_path(input, g, groups, Pass::kWeightGrad, false) : Refusal::kForced;
   if (r_in != Refusal::kNone && r_w != Refusal::kNone) {
-    if (output_mask[0]) log_choice("input grad", r_in, g, input);
-    if (output_mask[1]) log_choice("weight grad", r_w, g, input);
+    if (output_mask[0]) log_choice("input grad", r_in, g, groups, input);
+    if (output_mask[1]) log_choice("weight grad", r_w, g, groups, input);
     return {};
   }
   const auto gout = nhwc(s.batched ? grad_out : grad_out.unsqueeze(0));
@@ -247,22 +287,35 @@ std::pair<at::Tensor, at::Tensor> implicit_grads(const at::Tensor& grad_out, con
   if (output_mask[0]) {
     Refusal r = r_in;
     if (r == Refusal::kNone) {
-      const auto wt = nhwc(weight);
       grad_input = at::empty({s.N, s.C, s.H, s.W}, gout.options().memory_format(at::MemoryFormat::ChannelsLast));
-      r = aligned(gout) && aligned(wt) && aligned(grad_input) ? implicit_gemm::input_grad(gout, wt, grad_input, g)
-                                                              : Refusal::kAlignment;
+      if (!aligned(gout) || !aligned(grad_input)) {
+        r = Refusal::kAlignment;
+      } else if (groups > 1) {
+        grouped::input_grad(gout, weight, grad_input, g, groups);
+      } else if (input.scalar_type() == at::kFloat) {
+        r = input_grad_as_forward(gout, weight, grad_input, g);
+      } else {
+        const auto wt = nhwc(weight);
+        r = aligned(wt) ? implicit_gemm::input_grad(gout, wt, grad_input, g) : Refusal::kAlignment;
+      }
       grad_input =
           r == Refusal::kNone ? (s.batched ? like_input(grad_input, input) : grad_input.squeeze(0)) : at::Tensor();
     }
-    log_choice("input grad", r, g, input);
+    log_choice("input grad", r, g, groups, input);
   }
   if (output_mask[1]) {
     Refusal r = r_w;
     if (r == Refusal::kNone) {
       const auto x = nhwc(s.batched ? input : input.unsqueeze(0));
-      r = aligned(gout) && aligned(x) ? implicit_weight_grad(gout, x, g, weight, &grad_weight) : Refusal::kAlignment;
+      if (!aligned(gout) || !aligned(x)) {
+        r = Refusal::kAlignment;
+      } else if (groups > 1) {
+        grad_weight = grouped::weight_grad(gout, x, weight, g, groups);
+      } else {
+        r = implicit_weight_grad(gout, x, g, weight, &grad_weight);
+      }
     }
-    log_choice("weight grad", r, g, input);
+    log_choice("weight grad", r, g, groups, input);
   }
   return {grad_input, grad_weight};
 }
@@ -273,7 +326,7 @@ at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::
                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   conv::check_devices("conv2d", input, weight, bias);
   const c10::cuda::CUDAGuard guard(input.device());
-  if (auto y = implicit_forward(input, weight, bias, stride, padding, dilation, groups); y.defined()) return y;
+  if (auto y = fast_forward(input, weight, bias, stride, padding, dilation, groups); y.defined()) return y;
   return conv::gemm_forward(kBackend, input, weight, bias, stride, padding, dilation, groups);
 }
 
@@ -283,7 +336,7 @@ conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input,
   conv::check_devices("conv2d_backward", input, weight, std::nullopt, grad_out);
   const c10::cuda::CUDAGuard guard(input.device());
   auto [grad_input, grad_weight] =
-      implicit_grads(grad_out, input, weight, stride, padding, dilation, groups, output_mask);
+      fast_grads(grad_out, input, weight, stride, padding, dilation, groups, output_mask);
   // The explicit path computes what is left (and the bias gradient).
   auto rest = output_mask;
   rest[0] = rest[0] && !grad_input.defined();

@@ -19,13 +19,16 @@ struct Geometry {
 };
 
 // Why the implicit path does not take a call (kNone: it does), for the debug log and the tests.
-enum class Refusal { kNone, kForced, kNotBuilt, kDevice, kDtype, kTf32Off, kGroups, kAlignment, kSize, kStride, kPointwise, kCutlass };
+enum class Refusal {
+  kNone, kForced, kNotBuilt, kDevice, kDtype, kTf32Off, kGroups, kAlignment, kSize, kStride, kPadding, kPointwise, kCutlass
+};
 const char* describe(Refusal r);
 
 // What the kernels take, before any tensor is touched: dtype (float16, bfloat16, float32 as TF32 when
 // allow_tf32), one group, channel counts that keep 16-byte rows (C and K multiples of 8 for half types,
 // 4 for float32), sizes that fit CUTLASS's 32-bit problem shape, a device of compute capability 9.0.
-// `pass_` picks the kernel: the forward, the input gradient (half types, unit stride) or the weight gradient
+// `pass_` picks the kernel: the forward, the input gradient (unit stride; float32 runs it as the TF32 forward
+// of grad_out with the flipped filter, which needs padding <= dilation * (kernel - 1)) or the weight gradient
 // (half types). `channels_last`: the input's layout (NCHW calls are converted to channels_last and back by the
 // caller). 1x1 unit-stride unpadded convolutions are plain GEMMs: their gradients, and their forward on NCHW
 // memory, go to cuBLAS unless CUSTOMOPS_CONV2D_ALGO=implicit.

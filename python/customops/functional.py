@@ -167,7 +167,9 @@ def conv2d(
         contiguous (as ``F.conv2d``). Differentiable twice in
         input, weight and bias. On CUDA, float32 GEMMs use TF32 only where
         ``torch.backends.cuda.matmul.allow_tf32`` allows (off by default), unlike
-        cuDNN convolutions, which follow ``torch.backends.cudnn.allow_tf32`` (on).
+        cuDNN convolutions, which follow ``torch.backends.cudnn.allow_tf32`` (on);
+        grouped convolutions that take the direct grouped kernels (groups of 4-32
+        channels) compute float32 in float32 either way.
     """
     strides, dilations = _int_pair(stride), _int_pair(dilation)
     input, pads = _pad_for_conv(input, _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides,

@@ -371,6 +371,9 @@ _CHANNELS_LAST_CONVS = [
     # 1x1 unit-stride convolution of NHWC memory is one GEMM, on every device.
     ((2, 16, 7, 6), (24, 16, 3, 3), True, 1, 1, 1, 1, "channels_last_aligned_weight_cl"),
     ((2, 16, 5, 6), (8, 16, 1, 1), True, 1, 0, 1, 1, "channels_last_aligned_pointwise_weight_cl"),
+    # Groups of 4 input and 8 output channels: the direct grouped kernels on CUDA (any GPU), strided so that the
+    # input gradient's gather skips taps.
+    ((2, 16, 9, 8), (32, 4, 3, 3), True, 2, 1, 1, 4, "channels_last_groups_of_4"),
 ]
 
 

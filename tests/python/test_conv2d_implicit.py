@@ -68,6 +68,34 @@ def _check(got, want, dtype, what):
     torch.testing.assert_close(got.double() / scale, want / scale, rtol=0, atol=TOL[dtype], msg=what)
 
 
+def _reference(x, weight, bias, window):
+    """F.conv2d in float64, a random grad_out in x's dtype, and the float64 gradients for it."""
+    ref = F.conv2d(x.double(), weight.double(), bias.double(), *window)
+    g = torch.randn_like(ref).to(x.dtype)
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, weight, bias))
+    yd = F.conv2d(xd, wd, bd, *window)
+    ref_grads = torch.autograd.grad(yd, (xd, wd, bd), g.double()) if yd.numel() else (None, None, None)
+    return ref, g, ref_grads
+
+
+def _check_results(results, x, layout, ref, ref_grads, tol_dtype):
+    """Each algorithm's output and gradients: dtype, shape, values (each against its own scale: the weight
+    gradient sums N*P*Q products) and memory format (PyTorch's rule: channels_last out for a channels_last input
+    that is not also contiguous, as batch 0 or 1x1 images are)."""
+    expected_format = torch.channels_last if layout == "channels_last" and not x.is_contiguous() else \
+        torch.contiguous_format
+    for algo, (out, grads) in results.items():
+        assert out.dtype == x.dtype and out.shape == ref.shape
+        assert out.is_contiguous(memory_format=expected_format), f"{algo} output format"
+        _check(out, ref, tol_dtype, f"{algo} forward")
+        if out.numel() == 0:
+            continue
+        for got, want, name in zip(grads, ref_grads, ("input", "weight", "bias")):
+            assert got.dtype == x.dtype and got.shape == want.shape
+            _check(got, want, tol_dtype, f"{algo} grad {name}")
+        assert grads[0].is_contiguous(memory_format=expected_format), f"{algo} input-gradient format"
+
+
 def _run(x, weight, bias, window, g):
     x = x.detach().requires_grad_()
     weight = weight.detach().requires_grad_()
@@ -87,11 +115,7 @@ def test_implicit_explicit_and_reference_agree(case, dtype, layout, tf32, monkey
     torch.backends.cuda.matmul.allow_tf32 = tf32
     try:
         x, weight, bias, window = _inputs(case, dtype, layout)
-        ref = F.conv2d(x.double(), weight.double(), bias.double(), *window)
-        g = torch.randn_like(ref).to(dtype)
-        xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, weight, bias))
-        yd = F.conv2d(xd, wd, bd, *window)
-        ref_grads = torch.autograd.grad(yd, (xd, wd, bd), g.double()) if yd.numel() else (None, None, None)
+        ref, g, ref_grads = _reference(x, weight, bias, window)
 
         results = {}
         for algo in ("default", "implicit", "explicit"):  # implicit: NCHW calls converted to channels_last too
@@ -102,21 +126,7 @@ def test_implicit_explicit_and_reference_agree(case, dtype, layout, tf32, monkey
     finally:
         torch.backends.cuda.matmul.allow_tf32 = False
 
-    tol_dtype = torch.float16 if tf32 else dtype  # TF32 keeps 10 mantissa bits, as float16
-    # PyTorch's rule: channels_last out for a channels_last input that is not also contiguous (batch 0, 1x1).
-    expected_format = torch.channels_last if layout == "channels_last" and not x.is_contiguous() else \
-        torch.contiguous_format
-    for algo, (out, grads) in results.items():
-        assert out.dtype == dtype and out.shape == ref.shape
-        assert out.is_contiguous(memory_format=expected_format), f"{algo} output format"
-        _check(out, ref, tol_dtype, f"{algo} forward")
-        if out.numel() == 0:
-            continue
-        # Each gradient against its own scale (the weight gradient sums N*P*Q products).
-        for got, want, name in zip(grads, ref_grads, ("input", "weight", "bias")):
-            assert got.dtype == dtype and got.shape == want.shape
-            _check(got, want, tol_dtype, f"{algo} grad {name}")
-        assert grads[0].is_contiguous(memory_format=expected_format), f"{algo} input-gradient format"
+    _check_results(results, x, layout, ref, ref_grads, torch.float16 if tf32 else dtype)  # TF32: 10 mantissa bits
 
 
 # CUTLASS's convolution kernels, by a word of their (possibly mangled) names; cuBLAS's GEMMs on the explicit
@@ -159,13 +169,13 @@ def test_implicit_path_runs_where_supported(dtype, monkeypatch):
 
 @requires_implicit
 def test_fallback_boundary(monkeypatch):
-    """Unaligned channels, groups, float32 without TF32, float64 and strided input gradients stay explicit; so
-    do 1x1 unit-stride convolutions (plain GEMMs), unless CUSTOMOPS_CONV2D_ALGO=implicit. NCHW inputs run the
-    implicit kernels through conversions."""
-    def cutlass_kernels(dtype, c, k, groups=1, stride=1, tf32=False, layout=torch.channels_last, ks=3):
+    """Unaligned channels, groups, float32 without TF32, float64, strided input gradients and TF32 input gradients
+    padded beyond the kernel stay explicit; so do 1x1 unit-stride convolutions (plain GEMMs), unless
+    CUSTOMOPS_CONV2D_ALGO=implicit. NCHW inputs run the implicit kernels through conversions."""
+    def cutlass_kernels(dtype, c, k, groups=1, stride=1, tf32=False, layout=torch.channels_last, ks=3, pad=None):
         x = torch.randn(2, c, 10, 10, device="cuda", dtype=dtype).to(memory_format=layout)
         w = torch.randn(k, c // groups, ks, ks, device="cuda", dtype=dtype)
-        pad = ks // 2
+        pad = ks // 2 if pad is None else pad
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
             y = customops.conv2d(x, w, None, stride, pad, 1, groups)
@@ -182,7 +192,9 @@ def test_fallback_boundary(monkeypatch):
     assert cutlass_kernels(torch.float16, 32, 32, groups=2) == 0
     assert cutlass_kernels(torch.float16, 16, 16, stride=2) == 1  # forward only
     assert cutlass_kernels(torch.float32, 12, 12) == 0  # no TF32
-    assert cutlass_kernels(torch.float32, 12, 12, tf32=True) == 1  # forward (no TF32 input-gradient kernel)
+    assert cutlass_kernels(torch.float32, 12, 12, tf32=True) == 2  # the input gradient as a flipped forward
+    assert cutlass_kernels(torch.float32, 12, 12, tf32=True, stride=2) == 1  # forward only
+    assert cutlass_kernels(torch.float32, 12, 12, tf32=True, ks=1, pad=1) == 1  # pad > kernel - 1: forward only
     assert cutlass_kernels(torch.float64, 16, 16) == 0
     assert cutlass_kernels(torch.float16, 16, 16, layout=torch.contiguous_format) == 2
     assert cutlass_kernels(torch.float16, 16, 16, ks=1) == 1  # the forward; cuBLAS the input gradient
