@@ -8,7 +8,7 @@
 //    float16, bfloat16, float32), on channels_last tensors, NCHW calls converted like the implicit path's.
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
-// CUSTOMOPS_CONV2D_ALGO=explicit forces the second (tests, benchmarks, the textbook algorithm); `implicit`
+// CUSTOMOPS_CONV2D_ALGO=explicit forces the last (tests, benchmarks, the textbook algorithm); `implicit`
 // also gives the first the 1x1 convolutions. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -154,8 +154,7 @@ void log_choice(const char* pass, Refusal r, const implicit_gemm::Geometry& g, i
 
 // The fast path's forward, or an undefined tensor when it does not take the call.
 at::Tensor fast_forward(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                            int64_t groups) {
+                        at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   fold::Window w{};
   const auto s = conv::check<int64_t>("conv2d", false, input, weight, bias, stride, padding, dilation, groups, &w);
   const auto g = geometry(s, w);
@@ -265,9 +264,9 @@ Refusal input_grad_as_forward(const at::Tensor& gout, const at::Tensor& weight, 
 
 // The fast path's gradients output_mask asks for, each an undefined tensor where the fast path does not take it.
 std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const at::Tensor& input,
-                                                 const at::Tensor& weight, at::IntArrayRef stride,
-                                                 at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups,
-                                                 std::array<bool, 3> output_mask) {
+                                             const at::Tensor& weight, at::IntArrayRef stride, at::IntArrayRef padding,
+                                             at::IntArrayRef dilation, int64_t groups,
+                                             std::array<bool, 3> output_mask) {
   fold::Window w{};
   const auto s =
       conv::check<int64_t>("conv2d_backward", false, input, weight, std::nullopt, stride, padding, dilation, groups, &w);

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <array>
 #include <mutex>
+#include <utility>
 
 #include "kernels/cuda/conv2d_grouped.h"
 #include "kernels/cuda/conv2d_grouped_mma.h"
@@ -397,8 +398,10 @@ const char* describe(Refusal r) {
   switch (r) {
     case Refusal::kNone: return "direct grouped kernel";
     case Refusal::kDtype: return "explicit GEMM: float64 (the direct grouped kernels take float16, bfloat16, float32)";
-    case Refusal::kAlignment: return "explicit GEMM: channels per group not a multiple of 4, or pointers not 16-byte aligned";
-    case Refusal::kSize: return "explicit GEMM: more than 32 channels per group, filters beyond shared memory, or an empty batch";
+    case Refusal::kAlignment:
+      return "explicit GEMM: channels per group not a multiple of 4, or pointers not 16-byte aligned";
+    case Refusal::kSize:
+      return "explicit GEMM: more than 32 channels per group, filters beyond shared memory, or an empty batch";
     case Refusal::kForced: return "explicit GEMM: CUSTOMOPS_CONV2D_ALGO=explicit";
     default: return implicit_gemm::describe(r);
   }

@@ -170,9 +170,12 @@ __global__ void pack_fragments(const T* __restrict__ w, Pair<T>* __restrict__ wp
   }
 }
 
+// One output channel block (kKG8 == 1) fits 80 registers, three blocks an SM; more keep their accumulators
+// (ptxas capped them at 128 and spilled without the explicit bounds).
 template <typename T, int kKG8>
-__global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1) mma_conv(const T* __restrict__ in, const uint32_t* __restrict__ wp,
-                                                    const T* __restrict__ bias, T* __restrict__ out, Launch l) {
+__global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
+    mma_conv(const T* __restrict__ in, const uint32_t* __restrict__ wp, const T* __restrict__ bias,
+             T* __restrict__ out, Launch l) {
   extern __shared__ uint4 smem[];
   const Conv& c = l.c;
   const int cg8 = c.ICg / 8, taps = c.R * c.S;
@@ -202,7 +205,8 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1) mma_conv(const T*
       float acc[kTileP][kKG8][4] = {};
       for (int r = 0; r < c.R; ++r) {
         for (int s = 0; s < c.S; ++s) {
-          const int pix0 = (lane / 16 * c.stride_h + r * c.dil_h) * l.tile_cols + (lane % 16) * c.stride_w + s * c.dil_w;
+          const int pix0 =
+              (lane / 16 * c.stride_h + r * c.dil_h) * l.tile_cols + (lane % 16) * c.stride_w + s * c.dil_w;
           const uint32_t* wt = wsm + ((gl * taps + r * c.S + s) * cg8) * kKG8 * 32 + lane;
           for (int kc = 0; kc < cg8; ++kc) {
             uint32_t a[kTileP][2];
