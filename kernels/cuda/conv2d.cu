@@ -4,8 +4,10 @@
 //    bfloat16 (forward and gradients; unit-stride input gradient), float32 as TF32 where allowed (forward and
 //    unit-stride input gradient), one group, aligned channel counts. An NCHW call goes through a conversion to
 //    channels_last and back (kernels/cuda/memory_format.cu).
-//  - direct grouped kernels (kernels/cuda/conv2d_grouped.cu) for groups > 1 of at most 32 channels each (any GPU,
-//    float16, bfloat16, float32), on channels_last tensors, NCHW calls converted like the implicit path's.
+//  - direct kernels: grouped (kernels/cuda/conv2d_grouped.cu) for groups > 1 of at most 32 channels each (any
+//    GPU, float16, bfloat16, float32; NCHW calls converted like the implicit path's), and stem
+//    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16; forward
+//    and weight gradient).
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the last (tests, benchmarks, the textbook algorithm); `implicit`
@@ -27,6 +29,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/cuda/conv2d_grouped.h"
 #include "kernels/cuda/conv2d_implicit.h"
+#include "kernels/cuda/conv2d_stem.h"
 #include "kernels/cuda/memory_format.h"
 
 namespace customops::cuda {
@@ -135,21 +138,32 @@ at::Tensor like_input(const at::Tensor& nhwc_result, const at::Tensor& input) {
   return to_format(nhwc_result, conv::result_format(input));
 }
 
-// Whether the fast path takes a call: the direct grouped kernels for groups > 1, the implicit GEMM for one.
-Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_,
-                  bool allow_tf32) {
-  if (groups == 1) return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
-  return algo_is("explicit") ? Refusal::kForced : grouped::supports(input.scalar_type(), g, groups);
+// Whether the stem kernels take a call (few input channels, which the implicit GEMM refuses for alignment).
+// channels_last only: on NCHW memory the explicit path, which writes NCHW directly, ran the ResNet stem's
+// forward faster than the stem kernel plus the layout conversions (H100, float16: 0.22 against 0.30 ms).
+bool stem_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_) {
+  return !algo_is("explicit") && channels_last(input) && stem::takes(input.scalar_type(), g, groups, pass_);
 }
 
-void log_choice(const char* pass, Refusal r, const implicit_gemm::Geometry& g, int64_t groups,
-                const at::Tensor& input) {
+// Whether the fast path takes a call: the direct grouped kernels for groups > 1; for one group the stem kernels
+// where they apply, else the implicit GEMM.
+Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_,
+                  bool allow_tf32) {
+  if (groups > 1) return algo_is("explicit") ? Refusal::kForced : grouped::supports(input.scalar_type(), g, groups);
+  if (stem_path(input, g, groups, pass_)) return Refusal::kNone;
+  return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
+}
+
+void log_choice(Pass pass_, Refusal r, const implicit_gemm::Geometry& g, int64_t groups, const at::Tensor& input) {
 #ifndef C10_USE_GLOG
   if (FLAGS_caffe2_log_level > c10::GLOG_INFO) return;  // skip formatting a message nobody sees
 #endif
-  LOG(INFO) << "customops::conv2d " << pass << " " << input.scalar_type() << " N" << g.N << " C" << g.C << " "
-            << g.H << "x" << g.W << " -> K" << g.K << " " << g.R << "x" << g.S << " groups " << groups << ": "
-            << (groups > 1 ? grouped::describe(r) : implicit_gemm::describe(r));
+  const char* name = pass_ == Pass::kForward ? "forward" : pass_ == Pass::kInputGrad ? "input grad" : "weight grad";
+  const char* why = groups > 1 ? grouped::describe(r)
+                    : r == Refusal::kNone && stem_path(input, g, groups, pass_) ? "direct stem kernel"
+                                                                                : implicit_gemm::describe(r);
+  LOG(INFO) << "customops::conv2d " << name << " " << input.scalar_type() << " N" << g.N << " C" << g.C << " "
+            << g.H << "x" << g.W << " -> K" << g.K << " " << g.R << "x" << g.S << " groups " << groups << ": " << why;
 }
 
 // The fast path's forward, or an undefined tensor when it does not take the call.
@@ -168,12 +182,14 @@ at::Tensor fast_forward(const at::Tensor& input, const at::Tensor& weight, const
       r = Refusal::kAlignment;
     } else if (groups > 1) {
       grouped::forward(x, weight, b, y, g, groups);
+    } else if (stem_path(input, g, groups, Pass::kForward)) {
+      stem::forward(x, weight, b, y, g);
     } else {
       const auto wt = nhwc(weight);
       r = aligned(wt) ? implicit_gemm::forward(x, wt, b, y, g) : Refusal::kAlignment;
     }
   }
-  log_choice("forward", r, g, groups, input);
+  log_choice(Pass::kForward, r, g, groups, input);
   if (r != Refusal::kNone) return {};
   return s.batched ? like_input(y, input) : y.squeeze(0);
 }
@@ -277,8 +293,8 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
                                       : Refusal::kForced;
   const Refusal r_w = output_mask[1] ? fast_path(input, g, groups, Pass::kWeightGrad, false) : Refusal::kForced;
   if (r_in != Refusal::kNone && r_w != Refusal::kNone) {
-    if (output_mask[0]) log_choice("input grad", r_in, g, groups, input);
-    if (output_mask[1]) log_choice("weight grad", r_w, g, groups, input);
+    if (output_mask[0]) log_choice(Pass::kInputGrad, r_in, g, groups, input);
+    if (output_mask[1]) log_choice(Pass::kWeightGrad, r_w, g, groups, input);
     return {};
   }
   const auto gout = nhwc(s.batched ? grad_out : grad_out.unsqueeze(0));
@@ -300,7 +316,7 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
       grad_input =
           r == Refusal::kNone ? (s.batched ? like_input(grad_input, input) : grad_input.squeeze(0)) : at::Tensor();
     }
-    log_choice("input grad", r, g, groups, input);
+    log_choice(Pass::kInputGrad, r, g, groups, input);
   }
   if (output_mask[1]) {
     Refusal r = r_w;
@@ -310,11 +326,13 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
         r = Refusal::kAlignment;
       } else if (groups > 1) {
         grad_weight = grouped::weight_grad(gout, x, weight, g, groups);
+      } else if (stem_path(input, g, groups, Pass::kWeightGrad)) {
+        grad_weight = stem::weight_grad(gout, x, weight, g);
       } else {
         r = implicit_weight_grad(gout, x, g, weight, &grad_weight);
       }
     }
-    log_choice("weight grad", r, g, groups, input);
+    log_choice(Pass::kWeightGrad, r, g, groups, input);
   }
   return {grad_input, grad_weight};
 }

@@ -18,12 +18,11 @@
 #include <c10/macros/Macros.h>
 
 #include <algorithm>
-#include <array>
-#include <mutex>
 #include <utility>
 
 #include "kernels/cuda/conv2d_grouped.h"
 #include "kernels/cuda/conv2d_grouped_mma.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda::grouped {
 namespace {
@@ -302,37 +301,11 @@ int64_t filter_bytes_per_lane(const Params& p, int ot) {
   return int64_t(p.R) * p.S * p.ICg * ot * int64_t(sizeof(float));
 }
 
-// Resident blocks of `kernel` with `smem` bytes on the current device (all its SMs), asked again only when
-// the kernel, size or device changes from this thread's last call.
-template <typename Kernel>
-int64_t resident_blocks(Kernel kernel, int threads, int64_t smem) {
-  struct Query {
-    const void* kernel;
-    int threads, device;
-    int64_t smem, blocks;
-  };
-  thread_local Query last{nullptr, 0, -1, 0, 0};
-  const int device = c10::cuda::current_device();
-  const Query now{reinterpret_cast<const void*>(kernel), threads, device, smem, 0};
-  if (last.kernel != now.kernel || last.threads != threads || last.device != device || last.smem != smem) {
-    int blocks = 0;
-    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
-    last = now;
-    last.blocks = std::max(blocks, 1);
-  }
-  return last.blocks * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-}
-
 template <typename T, int kVec, int kOT, bool kTransposed>
 void launch_conv(const at::Tensor& in, const at::Tensor& wp, const at::Tensor& bias, const at::Tensor& out,
                  const Params& p) {
   const auto kernel = direct_conv<T, kVec, kOT, kTransposed>;
-  const int device = c10::cuda::current_device();
-  static std::array<std::once_flag, C10_COMPILE_TIME_MAX_GPUS> opted_in;
-  std::call_once(opted_in[device], [&] {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        at::cuda::getDeviceProperties(device)->sharedMemPerBlockOptin));
-  });
+  launch::opt_in_shared_memory(kernel);
   // The widest block (8..64 lanes) whose filters fit kFilterBytes; 8 lanes take what supports() admitted.
   const int64_t per_lane = filter_bytes_per_lane(p, kOT);
   int L = 64;
@@ -341,7 +314,7 @@ void launch_conv(const at::Tensor& in, const at::Tensor& wp, const at::Tensor& b
   const int64_t lane_blocks = (p.lanes + L - 1) / L;
   const int64_t tiles = (p.N * p.OH * p.OW + (kThreads / L) * kPix - 1) / ((kThreads / L) * kPix);
   // One wave of resident blocks, each looping over tiles: its filters are loaded once.
-  const int64_t blocks = std::max<int64_t>(1, resident_blocks(kernel, kThreads, smem) / lane_blocks);
+  const int64_t blocks = std::max<int64_t>(1, launch::resident_blocks(kernel, kThreads, smem) / lane_blocks);
   const dim3 grid(static_cast<unsigned>(std::min(tiles, blocks)), static_cast<unsigned>(lane_blocks));
   kernel<<<grid, kThreads, smem, at::cuda::getCurrentCUDAStream()>>>(
       in.const_data_ptr<T>(), wp.const_data_ptr<float>(), bias.defined() ? bias.const_data_ptr<T>() : nullptr,
@@ -381,7 +354,7 @@ void launch_weight_grad(const at::Tensor& gout, const at::Tensor& x, const Param
   const int64_t slot_blocks = (slots + kWeightGradThreads - 1) / kWeightGradThreads;
   const int threads = int(((slots + slot_blocks - 1) / slot_blocks + 31) / 32 * 32);  // even blocks
   const int64_t pixels = p.N * p.OH * p.OW;
-  const int64_t wanted = std::max<int64_t>(1, resident_blocks(kernel, threads, 0) / slot_blocks);
+  const int64_t wanted = std::max<int64_t>(1, launch::resident_blocks(kernel, threads, 0) / slot_blocks);
   const int64_t chunks0 = std::clamp<int64_t>(pixels / kMinChunkPixels, 1, wanted);
   const int64_t chunk = (pixels + chunks0 - 1) / chunks0;
   const int64_t chunks = (pixels + chunk - 1) / chunk;

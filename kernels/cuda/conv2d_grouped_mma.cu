@@ -18,12 +18,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <mutex>
-#include <set>
-#include <utility>
 #include <type_traits>
 
 #include "kernels/cuda/conv2d_grouped_mma.h"
+#include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda::grouped::mma {
 namespace {
@@ -359,19 +357,8 @@ Launch plan(const Conv& c, bool weight_grad) {
 // pass the default 48 KB: opted in once per kernel and device.
 template <typename Kernel>
 dim3 grid_for(Kernel kernel, const Launch& l) {
-  const int device = c10::cuda::current_device();
-  {
-    static std::mutex mutex;
-    static std::set<std::pair<const void*, int>> opted_in;
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (opted_in.insert({reinterpret_cast<const void*>(kernel), device}).second) {
-      C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          at::cuda::getDeviceProperties(device)->sharedMemPerBlockOptin));
-    }
-  }
-  int per_sm = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kThreads, l.smem));
-  const int64_t resident = int64_t(std::max(per_sm, 1)) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+  launch::opt_in_shared_memory(kernel);
+  const int64_t resident = launch::resident_blocks(kernel, kThreads, l.smem);
   const int64_t slices = l.c.groups / l.slice_groups;
   const int64_t tiles = l.c.N * ((l.c.OH + kTileP - 1) / kTileP) * ((l.c.OW + kTileQ - 1) / kTileQ);
   return dim3(static_cast<unsigned>(std::clamp<int64_t>(resident / slices, 1, tiles)), static_cast<unsigned>(slices));

@@ -1,13 +1,18 @@
-// Launch helpers shared by the gather-style CUDA kernels (fold, upsample,
-// trilinear): grid sizes, 32-bit indexing where it fits, and packed stores.
+// Launch helpers shared by the CUDA kernels: grid sizes, 32-bit indexing where it fits, packed stores, and for
+// the kernels that keep one wave of blocks resident (the direct convolutions) occupancy and shared-memory opt-in.
 #pragma once
 
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <set>
+#include <utility>
 
 namespace customops::cuda::launch {
 
@@ -55,6 +60,42 @@ constexpr int widest() {
 
 inline bool aligned(const void* p, size_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// Lets `kernel` take the device's whole opt-in shared memory (past the default 48 KB): once per kernel and
+// device. Each kernel (each template instantiation) needs its own: a flag shared between two made the second's
+// launches fail.
+template <typename Kernel>
+void opt_in_shared_memory(Kernel kernel) {
+  static std::mutex mutex;
+  static std::set<std::pair<const void*, int>> done;
+  const int device = c10::cuda::current_device();
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (done.insert({reinterpret_cast<const void*>(kernel), device}).second) {
+    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        at::cuda::getDeviceProperties(device)->sharedMemPerBlockOptin));
+  }
+}
+
+// Resident blocks of `kernel` with `smem` bytes on the current device (all its SMs, at least one), asked again
+// only when the kernel, size or device changes from this thread's last call.
+template <typename Kernel>
+int64_t resident_blocks(Kernel kernel, int threads, int64_t smem) {
+  struct Query {
+    const void* kernel;
+    int threads, device;
+    int64_t smem, blocks;
+  };
+  thread_local Query last{nullptr, 0, -1, 0, 0};
+  const int device = c10::cuda::current_device();
+  const Query now{reinterpret_cast<const void*>(kernel), threads, device, smem, 0};
+  if (last.kernel != now.kernel || last.threads != threads || last.device != device || last.smem != smem) {
+    int blocks = 0;
+    C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, threads, smem));
+    last = now;
+    last.blocks = std::max(blocks, 1);
+  }
+  return last.blocks * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
 }
 
 } // namespace customops::cuda::launch

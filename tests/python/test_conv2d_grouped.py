@@ -70,6 +70,12 @@ def _direct_supported(case, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
 def test_direct_explicit_and_reference_agree(case, dtype, layout, monkeypatch):
+    _check_default_and_explicit(case, dtype, layout, monkeypatch)
+
+
+def _check_default_and_explicit(case, dtype, layout, monkeypatch):
+    """conv2d as it runs and under CUSTOMOPS_CONV2D_ALGO=explicit against F.conv2d in float64: outputs, gradients,
+    their formats."""
     x, weight, bias, window = _inputs(case, dtype, layout)
     ref, g, ref_grads = _reference(x, weight, bias, window)
 

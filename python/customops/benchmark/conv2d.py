@@ -2,7 +2,7 @@
 
 For the convolutions of ResNet-50, ResNeXt and a stem (the conv2d issue's table) and the benchmark table's
 256->256 3x3 case, times customops.conv2d forward and forward+backward (input and weight gradients) with the
-implicit-GEMM path or the direct grouped kernels (the default where they apply) and with
+implicit-GEMM path or the direct grouped and stem kernels (the default where they apply) and with
 CUSTOMOPS_CONV2D_ALGO=explicit (im2col + cuBLAS), against F.conv2d / aten.convolution_backward (cuDNN) on the same tensors, and prints ours / cuDNN, per call
 timed alone and with the calls queued back to back. Layouts: channels_last and NCHW; dtypes float16, bfloat16,
 and float32 with TF32 allowed (both libraries) or not."""
@@ -111,7 +111,8 @@ def main(argv=None) -> None:
                 f"Command: `python -m customops.benchmark.conv2d`, {torch.cuda.get_device_name()}, torch "
                 f"{torch.__version__}, cudnn.benchmark on; median of {args.repeats} calls each timed alone "
                 "(CUDA events around one call, so host launch time counts). \"default\" is conv2d as it runs "
-                "(implicit GEMM, or the direct grouped kernels for groups > 1, where they apply), \"explicit\" is "
+                "(implicit GEMM, or the direct kernels for groups > 1 and few-channel stems, where they apply), "
+                "\"explicit\" is "
                 "CUSTOMOPS_CONV2D_ALGO=explicit (im2col + "
                 f"cuBLAS). \"queued\" is the ratio of GPU time per call with {args.repeats} calls queued back "
                 "to back behind a sleep kernel, as in a training step (launch time hidden). Ratios below 1 are "

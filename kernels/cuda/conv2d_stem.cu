@@ -1,0 +1,411 @@
+// conv2d of few-channel images on the tensor cores (mma.sync m16n8k16). A block walks output tiles of kTileP rows
+// x kTileQ pixels for a slice of at most kSliceK output channels; per tile it copies the input window into shared
+// memory with each pixel's channels zero-padded to kCP elements (4 or 8: 8 or 16 bytes), so that output pixel
+// q's taps along filter row r are the run of S * kCP elements starting at window row (q's row stride + r) and
+// element q * stride_w * kCP. With an even horizontal stride and kCP = 4, or kCP = 8, every run starts on 16
+// bytes, which is what ldmatrix reads. The reduction of an MMA is 16 consecutive elements of a run, so a 3-channel
+// 7x7 filter row (21 products) costs 2 MMA steps of 16 instead of 7 taps of 8 channels.
+//  - forward (`stem_conv`): a warp per output row; per filter row and step, one ldmatrix.x4 of 16 pixels' runs
+//    (the A fragment; elements past the run masked to zero, as they belong to the next pixels) feeds 8 MMAs, one
+//    per 8 output channels, whose B fragments the block packed from the filter into shared memory.
+//  - weight gradient (`stem_weight_grad`): dW[k][r][run element] = sum over pixels of grad_out[pixel][k] *
+//    run[pixel][element], an MMA of M = 16 run elements x N = 8 output channels x K = 16 pixels of a tile row;
+//    both operands pixel-major in shared memory, read by ldmatrix.trans. A warp keeps its (filter row, 16 run
+//    elements) items' accumulators over all the block's tiles and writes them once as the block's partial sums.
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/ops/empty.h>
+#include <c10/cuda/CUDAException.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/cuda/conv2d_stem.h"
+#include "kernels/cuda/launch.cuh"
+
+namespace customops::cuda::stem {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kWarps = kThreads / 32;
+constexpr int kTileQ = 16;          // output pixels of a tile row: the MMA's M (forward) or reduction (weight grad)
+constexpr int kTileP = kWarps;      // output rows of a tile: a warp each in the forward
+constexpr int kSliceK = 64;         // output channels of a block: 8 MMA column blocks of 8
+constexpr int kNB = kSliceK / 8;
+constexpr int kMaxRun = 64;         // elements of a filter row's run: 4 MMA steps of 16
+constexpr int kMaxItems = 2;        // weight gradient: (filter row, step) accumulator sets a warp holds
+constexpr int64_t kSmemCap = 100 << 10;
+
+struct Params {
+  int64_t N;
+  int IH, IW, C, OH, OW, K, R, S, pad_h, pad_w, stride_h, stride_w, dil_h;
+  int run;         // S * kCP: one filter row's (tap, channel) elements for one output pixel
+  int steps;       // MMA steps of 16 elements that cover a run
+  int rows;        // window rows: input rows a tile's taps read
+  int slots;       // window pixels a row holds: the taps' columns, then zeros up to the last run's last step
+  int last_ih, last_iw;  // the last input row and column in the image that an output pixel reads
+  int64_t smem;
+};
+
+__device__ __forceinline__ uint32_t smem_address(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void copy16(void* dst, const void* src, bool ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+               "r"(ok ? 16 : 0));
+#endif
+}
+
+__device__ __forceinline__ void copies_done() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_all;\n" ::);
+#endif
+}
+
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kTrans) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  } else {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(address));
+  }
+#endif
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, at::Half>) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+#endif
+}
+
+template <typename T>
+struct alignas(4) Pair {
+  T lo, hi;
+};
+
+template <typename T, int kCP>
+struct alignas(2 * kCP) Padded {
+  T v[kCP];
+};
+
+// The window of output tile (n, oh0, ow0): rows x slots pixels of kCP elements, the image's C channels then zeros;
+// zeros outside the image and past the last pixel any output reads (an infinity there would reach the weight
+// gradient through a zero grad_out).
+template <typename T, int kCP>
+__device__ __forceinline__ void copy_window(Padded<T, kCP>* window, const T* __restrict__ x, const Params& p,
+                                            int64_t n, int oh0, int ow0) {
+  const int ih0 = oh0 * p.stride_h - p.pad_h, iw0 = ow0 * p.stride_w - p.pad_w;
+  const int cols = (kTileQ - 1) * p.stride_w + p.S;
+  for (int i = threadIdx.x; i < p.rows * p.slots; i += kThreads) {
+    const int wr = i / p.slots, wc = i % p.slots, ih = ih0 + wr, iw = iw0 + wc;
+    Padded<T, kCP> v;
+#pragma unroll
+    for (int c = 0; c < kCP; ++c) v.v[c] = T(0.f);
+    if (wc < cols && ih >= 0 && ih <= p.last_ih && iw >= 0 && iw <= p.last_iw) {
+      const T* src = x + ((n * p.IH + ih) * p.IW + iw) * p.C;
+#pragma unroll
+      for (int c = 0; c < kCP; ++c) {
+        if (c < p.C) v.v[c] = src[c];
+      }
+    }
+    window[i] = v;
+  }
+}
+
+// The forward's B fragments for output channels k0.. (at most kSliceK), bsm[(r * steps + step) * kNB + nb][lane]:
+// {b0, b1} of run elements step * 16 + 2 * (lane % 4) + {0, 1} (+ 8 for b1), output channel nb * 8 + lane / 4;
+// zeros for padded channels, elements past the run and channels past K.
+template <typename T, int kCP>
+__device__ void pack_filter(uint2* bsm, const T* __restrict__ w, const Params& p, int k0, int64_t sk, int64_t sc,
+                            int64_t sr, int64_t ss) {
+  const int words = p.R * p.steps * kNB * 32;
+  for (int i = threadIdx.x; i < words; i += kThreads) {
+    const int lane = i % 32, nb = i / 32 % kNB, step = i / 32 / kNB % p.steps, r = i / 32 / kNB / p.steps;
+    const int k = k0 + nb * 8 + lane / 4;
+    uint32_t word[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      T v[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int e = step * 16 + 8 * h + 2 * (lane % 4) + j, s = e / kCP, c = e % kCP;
+        v[j] = k < p.K && e < p.run && c < p.C ? w[k * sk + c * sc + r * sr + s * ss] : T(0.f);
+      }
+      const Pair<T> pair{v[0], v[1]};
+      word[h] = *reinterpret_cast<const uint32_t*>(&pair);
+    }
+    bsm[i] = make_uint2(word[0], word[1]);
+  }
+}
+
+template <typename T, int kCP>
+__global__ void __launch_bounds__(kThreads, 2)
+    stem_conv(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias, T* __restrict__ y,
+              Params p, int64_t sk, int64_t sc, int64_t sr, int64_t ss) {
+  extern __shared__ uint4 smem[];
+  const int k0 = blockIdx.y * kSliceK;
+  uint2* bsm = reinterpret_cast<uint2*>(smem);
+  auto* window = reinterpret_cast<Padded<T, kCP>*>(bsm + p.R * p.steps * kNB * 32);
+  pack_filter<T, kCP>(bsm, w, p, k0, sk, sc, sr, ss);  // visible after the first tile's barrier
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row_bytes = p.slots * kCP * int(sizeof(T));
+  const uint32_t window_base = smem_address(window);
+  // ldmatrix.x4 of A (16 pixels x 16 elements): lanes 0-7 address pixels 0-7 at elements 0-7 of the step, lanes
+  // 8-15 pixels 8-15, lanes 16-31 the same at elements 8-15.
+  const int a_offset = ((lane % 16) * p.stride_w * kCP + 8 * (lane / 16)) * int(sizeof(T));
+  float bias_pair[kNB][2];
+#pragma unroll
+  for (int nb = 0; nb < kNB; ++nb) {
+    const int k = k0 + nb * 8 + 2 * (lane % 4);
+    bias_pair[nb][0] = bias != nullptr && k < p.K ? static_cast<float>(bias[k]) : 0.f;
+    bias_pair[nb][1] = bias != nullptr && k + 1 < p.K ? static_cast<float>(bias[k + 1]) : 0.f;
+  }
+  const int tiles_q = (p.OW + kTileQ - 1) / kTileQ, tiles_p = (p.OH + kTileP - 1) / kTileP;
+  const int64_t tiles = p.N * tiles_p * tiles_q;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int ow0 = int(t % tiles_q) * kTileQ, oh0 = int(t / tiles_q % tiles_p) * kTileP;
+    const int64_t n = t / tiles_q / tiles_p;
+    __syncthreads();  // the previous tile's window is read
+    copy_window<T, kCP>(window, x, p, n, oh0, ow0);
+    __syncthreads();
+    const int oh = oh0 + warp;
+    if (oh >= p.OH) continue;
+    float acc[kNB][4] = {};
+    for (int r = 0; r < p.R; ++r) {
+      const uint32_t row = window_base + (warp * p.stride_h + r * p.dil_h) * row_bytes + a_offset;
+      const uint2* b = bsm + r * p.steps * kNB * 32 + lane;
+      for (int step = 0; step < p.steps; ++step) {
+        uint32_t a[4];
+        ldmatrix_x4<false>(a, row + step * 16 * int(sizeof(T)));
+        // Elements past the run are the next pixels' taps: zero them (the filter's zeros would not hide an
+        // infinity there).
+        const int e = step * 16 + 2 * (lane % 4);
+        if (e >= p.run) a[0] = a[1] = 0;
+        if (e + 8 >= p.run) a[2] = a[3] = 0;
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb) {
+          const uint2 bb = b[(step * kNB + nb) * 32];
+          mma<T>(acc[nb], a, bb.x, bb.y);
+        }
+      }
+    }
+    // Accumulator {0, 1}: pixel lane / 4, channels 2 * (lane % 4) + {0, 1}; {2, 3}: pixel lane / 4 + 8.
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int ow = ow0 + lane / 4 + 8 * h;
+      if (ow >= p.OW) continue;
+      T* dst = y + ((n * p.OH + oh) * p.OW + ow) * p.K;
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+        const int k = k0 + nb * 8 + 2 * (lane % 4);
+        if (k < p.K) {
+          *reinterpret_cast<Pair<T>*>(dst + k) = {static_cast<T>(acc[nb][2 * h] + bias_pair[nb][0]),
+                                                  static_cast<T>(acc[nb][2 * h + 1] + bias_pair[nb][1])};
+        }
+      }
+    }
+  }
+}
+
+// partial[blockIdx.x][k][c][r][s] for the block's output-channel slice.
+template <typename T, int kCP>
+__global__ void __launch_bounds__(kThreads, 2)
+    stem_weight_grad(const T* __restrict__ x, const T* __restrict__ gout, float* __restrict__ partial, Params p) {
+  extern __shared__ uint4 smem[];
+  const int k0 = blockIdx.y * kSliceK;
+  const int kchunks = min(int(kNB), (p.K - k0 + 7) / 8);  // 16-byte chunks of a grad_out pixel's slice
+  uint4* dy = smem;  // [tile pixel][chunk ^ (pixel % 8)]: ldmatrix.trans reads 8 pixels' same chunk
+  auto* window = reinterpret_cast<Padded<T, kCP>*>(dy + kTileP * kTileQ * kNB);
+  const uint32_t dy_base = smem_address(dy), window_base = smem_address(window);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int row_bytes = p.slots * kCP * int(sizeof(T));
+  const int items = p.R * p.steps;
+  // ldmatrix.x4.trans of A (16 run elements x 16 pixels): lanes 0-7 address pixels 0-7 at elements 0-7, lanes
+  // 8-15 pixels 0-7 at elements 8-15, lanes 16-31 the same for pixels 8-15.
+  const int a_offset = ((lane % 8 + 8 * (lane / 16)) * p.stride_w * kCP + 8 * (lane / 8 % 2)) * int(sizeof(T));
+  float acc[kMaxItems][kNB][4] = {};
+  const int tiles_q = (p.OW + kTileQ - 1) / kTileQ, tiles_p = (p.OH + kTileP - 1) / kTileP;
+  const int64_t tiles = p.N * tiles_p * tiles_q;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int ow0 = int(t % tiles_q) * kTileQ, oh0 = int(t / tiles_q % tiles_p) * kTileP;
+    const int64_t n = t / tiles_q / tiles_p;
+    __syncthreads();  // the previous tile is read
+    for (int i = threadIdx.x; i < kTileP * kTileQ * kNB; i += kThreads) {
+      const int pix = i / kNB, j = i % kNB;
+      const int oh = oh0 + pix / kTileQ, ow = ow0 + pix % kTileQ;
+      const bool ok = oh < p.OH && ow < p.OW && j < kchunks;  // zeros elsewhere: their products vanish
+      const T* src = ok ? gout + ((n * p.OH + oh) * p.OW + ow) * p.K + k0 + j * 8 : gout;
+      copy16(dy + pix * kNB + (j ^ (pix % 8)), src, ok);
+    }
+    copy_window<T, kCP>(window, x, p, n, oh0, ow0);
+    copies_done();
+    __syncthreads();
+    for (int i = 0; i < kTileP; ++i) {
+      // B (16 pixels x 8 channels) of column blocks 2m and 2m + 1: lanes 0-15 address pixels 0-15 at chunk 2m,
+      // lanes 16-31 at chunk 2m + 1.
+      uint32_t b[kNB / 2][4];
+      const int dpix = i * kTileQ + lane % 16;
+#pragma unroll
+      for (int m = 0; m < kNB / 2; ++m) {
+        ldmatrix_x4<true>(b[m], dy_base + (dpix * kNB + ((2 * m + lane / 16) ^ (dpix % 8))) * 16);
+      }
+#pragma unroll
+      for (int it = 0; it < kMaxItems; ++it) {
+        const int item = warp + it * kWarps;
+        if (item >= items) continue;
+        const int r = item / p.steps, step = item % p.steps;
+        uint32_t a[4];
+        ldmatrix_x4<true>(a, window_base + (i * p.stride_h + r * p.dil_h) * row_bytes + a_offset +
+                                 step * 16 * int(sizeof(T)));
+#pragma unroll
+        for (int nb = 0; nb < kNB; ++nb) mma<T>(acc[it][nb], a, b[nb / 2][2 * (nb % 2)], b[nb / 2][2 * (nb % 2) + 1]);
+      }
+    }
+  }
+  // Accumulator {0, 1}: run element step * 16 + lane / 4, channels nb * 8 + 2 * (lane % 4) + {0, 1}; {2, 3}: + 8.
+  float* dst = partial + int64_t(blockIdx.x) * p.K * p.C * p.R * p.S;
+#pragma unroll
+  for (int it = 0; it < kMaxItems; ++it) {
+    const int item = warp + it * kWarps;
+    if (item >= items) continue;
+    const int r = item / p.steps, step = item % p.steps;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int e = step * 16 + lane / 4 + 8 * h, s = e / kCP, c = e % kCP;
+      if (e >= p.run || c >= p.C) continue;
+#pragma unroll
+      for (int nb = 0; nb < kNB; ++nb) {
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int k = k0 + nb * 8 + 2 * (lane % 4) + j;
+          if (k < p.K) dst[((int64_t(k) * p.C + c) * p.R + r) * p.S + s] = acc[it][nb][2 * h + j];
+        }
+      }
+    }
+  }
+}
+
+int padded_channels(const Geometry& g) {
+  return g.C <= 4 && g.stride_w % 2 == 0 ? 4 : 8;
+}
+
+Params params(const Geometry& g, bool weight_grad) {
+  Params p{};
+  const int cp = padded_channels(g);
+  p.N = g.N;
+  p.IH = int(g.H), p.IW = int(g.W), p.C = int(g.C), p.OH = int(g.P), p.OW = int(g.Q), p.K = int(g.K);
+  p.R = int(g.R), p.S = int(g.S), p.pad_h = int(g.pad_h), p.pad_w = int(g.pad_w);
+  p.stride_h = int(g.stride_h), p.stride_w = int(g.stride_w), p.dil_h = int(g.dil_h);
+  p.run = p.S * cp;
+  p.steps = (p.run + 15) / 16;
+  p.rows = (kTileP - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1;
+  // The last pixel's last step reads (kTileQ - 1) * stride_w * cp + steps * 16 elements.
+  p.slots = std::max((kTileQ - 1) * p.stride_w + p.S, ((kTileQ - 1) * p.stride_w * cp + p.steps * 16) / cp);
+  p.slots += p.slots % (16 / (2 * cp));  // rows of whole 16-byte chunks: ldmatrix's rows are aligned
+  p.last_ih = std::min(p.IH - 1, (p.OH - 1) * p.stride_h - p.pad_h + (p.R - 1) * p.dil_h);
+  p.last_iw = std::min(p.IW - 1, (p.OW - 1) * p.stride_w - p.pad_w + p.S - 1);
+  const int64_t window = int64_t(p.rows) * p.slots * cp * 2;
+  p.smem = window + (weight_grad ? int64_t(kTileP) * kTileQ * kSliceK * 2 : int64_t(p.R) * p.steps * kNB * 32 * 8);
+  return p;
+}
+
+int64_t tiles(const Params& p) {
+  return p.N * ((p.OH + kTileP - 1) / kTileP) * ((p.OW + kTileQ - 1) / kTileQ);
+}
+
+template <typename Kernel>
+dim3 grid_for(Kernel kernel, const Params& p) {
+  launch::opt_in_shared_memory(kernel);
+  const int64_t slices = (p.K + kSliceK - 1) / kSliceK;
+  const int64_t resident = launch::resident_blocks(kernel, kThreads, p.smem);
+  return dim3(static_cast<unsigned>(std::clamp<int64_t>(resident / slices, 1, tiles(p))),
+              static_cast<unsigned>(slices));
+}
+
+// fn(T{}, std::integral_constant<int, kCP>{}) for the call's dtype and channel padding.
+template <typename Fn>
+void dispatch(at::ScalarType dtype, int cp, Fn&& fn) {
+  const auto with_cp = [&](auto tag) {
+    if (cp == 4) {
+      fn(tag, std::integral_constant<int, 4>{});
+    } else {
+      fn(tag, std::integral_constant<int, 8>{});
+    }
+  };
+  if (dtype == at::kHalf) {
+    with_cp(at::Half{});
+  } else {
+    with_cp(at::BFloat16{});
+  }
+}
+
+} // namespace
+
+bool takes(at::ScalarType dtype, const Geometry& g, int64_t groups, Pass pass_) {
+  if (dtype != at::kHalf && dtype != at::kBFloat16) return false;
+  if (pass_ == Pass::kInputGrad || groups != 1 || g.N == 0) return false;
+  if (at::cuda::getCurrentDeviceProperties()->major < 8) return false;
+  if (g.C < 1 || g.C > 7 || g.K % 2 != 0 || g.dil_w != 1) return false;
+  // 32-bit window and tile arithmetic; 64-bit offsets from the batch index on.
+  const int64_t most = std::numeric_limits<int32_t>::max() / 4;
+  if (std::max({g.H, g.W, g.P, g.Q, g.K, g.R, g.S}) * std::max<int64_t>({g.stride_h, g.stride_w, g.dil_h, 1}) > most) {
+    return false;
+  }
+  if (g.S * padded_channels(g) > kMaxRun) return false;
+  if (pass_ == Pass::kWeightGrad && g.K % 8 != 0) return false;  // grad_out's rows are copied in 16-byte chunks
+  const Params p = params(g, pass_ == Pass::kWeightGrad);
+  if (pass_ == Pass::kWeightGrad && p.R * p.steps > kMaxItems * kWarps) return false;
+  return p.smem <= kSmemCap;
+}
+
+void forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& y,
+             const Geometry& g) {
+  const Params p = params(g, false);
+  dispatch(x.scalar_type(), padded_channels(g), [&](auto tag, auto cp) {
+    using T = decltype(tag);
+    const auto kernel = stem_conv<T, decltype(cp)::value>;
+    kernel<<<grid_for(kernel, p), kThreads, p.smem, at::cuda::getCurrentCUDAStream()>>>(
+        x.const_data_ptr<T>(), w.const_data_ptr<T>(), bias.defined() ? bias.const_data_ptr<T>() : nullptr,
+        y.mutable_data_ptr<T>(), p, w.stride(0), w.stride(1), w.stride(2), w.stride(3));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+}
+
+at::Tensor weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight,
+                       const Geometry& g) {
+  const Params p = params(g, true);
+  at::Tensor partial;
+  dispatch(x.scalar_type(), padded_channels(g), [&](auto tag, auto cp) {
+    using T = decltype(tag);
+    const auto kernel = stem_weight_grad<T, decltype(cp)::value>;
+    const dim3 grid = grid_for(kernel, p);
+    partial = at::empty({int64_t(grid.x), g.K, g.C, g.R, g.S}, x.options().dtype(at::kFloat));
+    kernel<<<grid, kThreads, p.smem, at::cuda::getCurrentCUDAStream()>>>(
+        x.const_data_ptr<T>(), grad_out.const_data_ptr<T>(), partial.mutable_data_ptr<float>(), p);
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  });
+  return partial.sum(0).to(weight.scalar_type()).contiguous(weight.suggest_memory_format());
+}
+
+} // namespace customops::cuda::stem

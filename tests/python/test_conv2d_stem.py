@@ -1,0 +1,120 @@
+"""conv2d's stem kernels (tensor cores, float16 and bfloat16, channels_last images of 1-7 channels: forward and weight
+gradient) against the explicit path (im2col + cuBLAS) and F.conv2d in float64: the ResNet stem, 3x3 and 4x4 strided
+stems, grayscale and 7-channel images at unit stride (channels padded to 8), row dilation, 8x8 filters (a filter row
+of 32 elements: two MMA steps), output channels past one block's 64 and not a multiple of 8; NCHW / channels_last /
+non-contiguous inputs and weights, every dtype, gradients; which kernels ran, and where the explicit path takes over
+(the input gradient, NCHW memory, float32/float64, batch 0, windows past shared memory)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import customops
+from conftest import requires_cuda
+from test_conv2d_grouped import _check_default_and_explicit, _inputs
+from test_conv2d_implicit import _check, _kernel_names
+
+pytestmark = requires_cuda
+
+# (N, C, H, W, K, (kh, kw), stride, padding, dilation, groups, name, stem kernels: forward, weight gradient)
+CASES = [
+    (2, 3, 30, 31, 64, (7, 7), 2, 3, 1, 1, "resnet_stem", True, True),
+    (2, 3, 17, 19, 32, (3, 3), 2, 1, 1, 1, "3x3_stride2", True, True),
+    (2, 3, 20, 22, 48, (4, 4), 4, 0, 1, 1, "patchify_4x4", True, True),
+    # One channel: NCHW and channels_last are the same memory and PyTorch's output is NCHW: the explicit path.
+    (2, 1, 16, 15, 16, (5, 5), 1, 2, 1, 1, "grayscale_unit_stride", False, False),
+    (2, 4, 12, 13, 24, (3, 3), (1, 2), 1, (2, 1), 1, "rgba_dilated_rows", True, True),
+    (1, 7, 9, 9, 72, (3, 3), 1, 1, 1, 1, "seven_channels_two_slices", True, True),
+    (2, 3, 11, 10, 64, (8, 8), 2, 3, 1, 1, "8x8_filter", True, True),
+    (2, 3, 9, 9, 10, (3, 3), 2, 1, 1, 1, "ten_outputs", True, False),       # weight gradient: K not a multiple of 8
+    (2, 3, 12, 12, 16, (7, 7), 1, 3, 1, 1, "7x7_unit_stride", True, False),  # 4 MMA steps x 7 rows: too many items
+    (1, 3, 40, 40, 16, (16, 16), 16, 0, 1, 1, "patchify_16x16", False, False),  # the window passes shared memory
+    (2, 3, 8, 8, 16, (3, 3), 1, 1, (1, 2), 1, "column_dilation", False, False),
+    (0, 3, 8, 8, 16, (3, 3), 2, 1, 1, 1, "batch0", False, False),
+]
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+STEM = ("stem_conv", "stem_weight_grad")
+
+
+def _case(case):
+    return case[:11]
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous", "noncontiguous"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
+def test_stem_explicit_and_reference_agree(case, dtype, layout, monkeypatch):
+    _check_default_and_explicit(_case(case), dtype, layout, monkeypatch)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def test_stem_kernels_run_where_supported(case, dtype, monkeypatch):
+    """The forward and the weight gradient run the stem kernels (no im2col) on the calls they take; the input
+    gradient, NCHW inputs, other dtypes and CUSTOMOPS_CONV2D_ALGO=explicit take the explicit path."""
+    *_, forward, weight_grad = case
+    half = dtype != torch.float32
+    x, weight, bias, window = _inputs(_case(case), dtype, "channels_last")
+    y = customops.conv2d(x, weight, bias, *window)
+    g = torch.ones_like(y)
+    geometry = [[v] * 2 if isinstance(v, int) else list(v) for v in window[:3]]
+
+    def names_of(mask):
+        return _kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, weight, *geometry, 1, mask))
+
+    fwd = _kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
+    assert any("stem_conv" in n for n in fwd) == (forward and half), fwd
+    if x.shape[0] > 0:
+        assert any("im2col" in n for n in fwd) == (not (forward and half)), fwd
+    wgrad = names_of([False, True, False])
+    assert any("stem_weight_grad" in n for n in wgrad) == (weight_grad and half), wgrad
+    dgrad = names_of([True, False, False])
+    assert not any(s in n for n in dgrad for s in STEM), dgrad
+    nchw = _kernel_names(lambda: customops.conv2d(x.contiguous(), weight, bias, *window))
+    assert not any(s in n for n in nchw for s in STEM), nchw
+    monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
+    names = _kernel_names(lambda: customops.conv2d(x, weight, bias, *window)) + names_of([True, True, True])
+    assert not any(s in n for n in names for s in STEM), names
+
+
+def test_resnet_stem_in_autocast_takes_the_stem_kernels():
+    """A channels_last float32 image under float16 autocast (a channels_last mixed-precision training step) reaches
+    the stem kernel and matches F.conv2d."""
+    x = torch.randn(2, 3, 32, 32, device="cuda").to(memory_format=torch.channels_last)
+    w = torch.randn(64, 3, 7, 7, device="cuda") / 12
+    with torch.autocast("cuda", dtype=torch.float16):
+        y = customops.conv2d(x, w, None, 2, 3)
+        names = _kernel_names(lambda: customops.conv2d(x, w, None, 2, 3))
+    assert y.dtype == torch.float16 and y.is_contiguous(memory_format=torch.channels_last), y.stride()
+    assert any("stem_conv" in n for n in names), names
+    _check(y, F.conv2d(x.double(), w.double(), None, 2, 3), torch.float16, "autocast")
+
+
+def test_infinity_outside_every_window_stays_out():
+    """A pixel no output reads (past the last stride step) may hold an infinity: the kernels' padded reads (the
+    next pixels' taps past a filter row, the tile's pixels past the image) must not carry it into the result."""
+    x = torch.randn(1, 3, 10, 10, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    x[..., 9] = float("inf")  # 3x3, stride 2, no padding: outputs read columns 0-8
+    x[..., 9, :] = float("inf")
+    w = torch.randn(16, 3, 3, 3, device="cuda", dtype=torch.float16)
+    x64 = x[..., :9, :9].double()
+    y = customops.conv2d(x, w, None, 2, 0)
+    _check(y, F.conv2d(x64, w.double(), None, 2, 0), torch.float16, "forward")
+    g = torch.randn_like(y)
+    grad_w = torch.ops.customops.conv2d_backward(g, x, w, [2, 2], [0, 0], [1, 1], 1, [False, True, False])[1]
+    want = torch.nn.grad.conv2d_weight(x64, w.shape, g.double(), 2, 0)
+    assert torch.isfinite(grad_w).all()
+    _check(grad_w, want, torch.float16, "weight gradient")
+
+    # Column 5 is read by output column 2 (input columns 4-6); output column 1 (2-4) reads it only through the
+    # padding of its filter row's MMA step, which must be masked.
+    x = torch.randn(1, 3, 9, 9, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    x[..., 5] = float("inf")
+    y = customops.conv2d(x, w, None, 2, 0)
+    want = F.conv2d(x.double(), w.double(), None, 2, 0)
+    assert not torch.isfinite(y[..., 2]).any()
+    others = [0, 1, 3]
+    assert torch.isfinite(y[..., others]).all()
+    _check(y[..., others], want[..., others], torch.float16, "forward next to an infinity")
