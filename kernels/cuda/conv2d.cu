@@ -6,8 +6,7 @@
 //    channels_last and back (kernels/cuda/memory_format.cu).
 //  - direct kernels: grouped (kernels/cuda/conv2d_grouped.cu) for groups > 1 of at most 32 channels each (any
 //    GPU, float16, bfloat16, float32; NCHW calls converted like the implicit path's), and stem
-//    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16; forward
-//    and weight gradient).
+//    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16).
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the last (tests, benchmarks, the textbook algorithm); `implicit`
@@ -307,6 +306,8 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
         r = Refusal::kAlignment;
       } else if (groups > 1) {
         grouped::input_grad(gout, weight, grad_input, g, groups);
+      } else if (stem_path(input, g, groups, Pass::kInputGrad)) {
+        stem::input_grad(gout, weight, grad_input, g);
       } else if (input.scalar_type() == at::kFloat) {
         r = input_grad_as_forward(gout, weight, grad_input, g);
       } else {

@@ -12,6 +12,7 @@
 //    run[pixel][element], an MMA of M = 16 run elements x N = 8 output channels x K = 16 pixels of a tile row;
 //    both operands pixel-major in shared memory, read by ldmatrix.trans. A warp keeps its (filter row, 16 run
 //    elements) items' accumulators over all the block's tiles and writes them once as the block's partial sums.
+//  - input gradient (`stem_input_grad`): see there.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -306,17 +307,123 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
+__device__ __forceinline__ int floor_div(int a, int b) {
+  return a >= 0 ? a / b : -((b - 1 - a) / b);
+}
+
+// The input gradient: grad_in[pixel][c] = sum over the taps (r, s) that reach the pixel and the output channels k
+// of grad_out[...][k] * w[k][c][r][s]. A block takes kTileP input rows (a warp each) x kTileQ * stride_w columns
+// and copies the grad_out pixels they read (all K <= kSliceK channels) into shared memory; the pixels of a row
+// whose column phase (iw + pad_w) % stride_w agrees meet each tap s of that phase at consecutive output pixels,
+// so 16 of them are the MMA's M: per (r, s) and 16 channels, ldmatrix.x4 reads the 16 output pixels (A) and the
+// packed filter (B: the block's shared memory) gives the 8 input channels (zero-padded) as N.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    stem_input_grad(const T* __restrict__ gout, const T* __restrict__ w, T* __restrict__ gin, Params p, int64_t sk,
+                    int64_t sc, int64_t sr, int64_t ss) {
+  extern __shared__ uint4 smem[];
+  uint2* bsm = reinterpret_cast<uint2*>(smem);  // [(r * S + s) * steps + step][lane]
+  uint4* dy = reinterpret_cast<uint4*>(bsm + p.R * p.S * p.steps * 32);  // [row][col][chunk ^ (col % 8)]
+  const int words = p.R * p.S * p.steps * 32;
+  for (int i = threadIdx.x; i < words; i += kThreads) {  // visible after the first tile's barrier
+    const int lane = i % 32, step = i / 32 % p.steps, tap = i / 32 / p.steps, r = tap / p.S, s = tap % p.S;
+    const int c = lane / 4;
+    uint32_t word[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      T v[2];
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int k = step * 16 + 8 * h + 2 * (lane % 4) + j;
+        v[j] = k < p.K && c < p.C ? w[k * sk + c * sc + r * sr + s * ss] : T(0.f);
+      }
+      const Pair<T> pair{v[0], v[1]};
+      word[h] = *reinterpret_cast<const uint32_t*>(&pair);
+    }
+    bsm[i] = make_uint2(word[0], word[1]);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int tile_w = kTileQ * p.stride_w, kchunks = p.K / 8;
+  const int tiles_w = (p.IW + tile_w - 1) / tile_w, tiles_h = (p.IH + kTileP - 1) / kTileP;
+  const int64_t tiles = p.N * tiles_h * tiles_w;
+  const uint32_t dy_base = smem_address(dy);
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int iw0 = int(t % tiles_w) * tile_w, ih0 = int(t / tiles_w % tiles_h) * kTileP;
+    const int64_t n = t / tiles_w / tiles_h;
+    const int oh0 = floor_div(ih0 + p.pad_h - (p.R - 1) * p.dil_h, p.stride_h);
+    const int ow0 = floor_div(iw0 + p.pad_w - (p.S - 1), p.stride_w);
+    __syncthreads();  // the previous tile is read
+    for (int i = threadIdx.x; i < p.rows * p.slots * kNB; i += kThreads) {
+      const int j = i % kNB, col = i / kNB % p.slots, row = i / kNB / p.slots;
+      const int oh = oh0 + row, ow = ow0 + col;
+      const bool ok = j < kchunks && oh >= 0 && oh < p.OH && ow >= 0 && ow < p.OW;  // zeros elsewhere
+      const T* src = ok ? gout + ((n * p.OH + oh) * p.OW + ow) * p.K + j * 8 : gout;
+      copy16(dy + (row * p.slots + col) * kNB + (j ^ (col % 8)), src, ok);
+    }
+    copies_done();
+    __syncthreads();
+    const int ih = ih0 + warp;
+    if (ih >= p.IH) continue;
+    for (int phase = 0; phase < p.stride_w; ++phase) {
+      const int iw_first = iw0 + phase;  // the warp's pixel m: iw_first + m * stride_w
+      float acc[4] = {};
+      for (int r = 0; r < p.R; ++r) {
+        const int num_h = ih + p.pad_h - r * p.dil_h;
+        const int oh = floor_div(num_h, p.stride_h);
+        if (oh * p.stride_h != num_h) continue;  // the tap misses this row
+        const int row = oh - oh0;
+        for (int s = 0; s < p.S; ++s) {
+          const int num_w = iw_first + p.pad_w - s;
+          const int ow = floor_div(num_w, p.stride_w);
+          if (ow * p.stride_w != num_w) continue;  // nor this phase
+          // ldmatrix.x4 of A (16 pixels x 16 channels): lanes 0-15 address pixels 0-15 at the step's first 8
+          // channels, lanes 16-31 at the next 8.
+          const int col = ow - ow0 + lane % 16;
+          const uint32_t a_row = dy_base + (row * p.slots + col) * kNB * 16;
+          const uint2* b = bsm + (r * p.S + s) * p.steps * 32 + lane;
+          for (int step = 0; step < p.steps; ++step) {
+            uint32_t a[4];
+            ldmatrix_x4<false>(a, a_row + ((2 * step + lane / 16) ^ (col % 8)) * 16);
+            const uint2 bb = b[step * 32];
+            mma<T>(acc, a, bb.x, bb.y);
+          }
+        }
+      }
+      // Accumulator {0, 1}: pixel lane / 4, channels 2 * (lane % 4) + {0, 1}; {2, 3}: pixel lane / 4 + 8.
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int iw = iw_first + (lane / 4 + 8 * h) * p.stride_w;
+        if (iw >= p.IW) continue;
+        T* dst = gin + ((n * p.IH + ih) * p.IW + iw) * p.C;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int c = 2 * (lane % 4) + j;
+          if (c < p.C) dst[c] = static_cast<T>(acc[2 * h + j]);
+        }
+      }
+    }
+  }
+}
+
 int padded_channels(const Geometry& g) {
   return g.C <= 4 && g.stride_w % 2 == 0 ? 4 : 8;
 }
 
-Params params(const Geometry& g, bool weight_grad) {
+Params params(const Geometry& g, Pass pass_) {
   Params p{};
   const int cp = padded_channels(g);
   p.N = g.N;
   p.IH = int(g.H), p.IW = int(g.W), p.C = int(g.C), p.OH = int(g.P), p.OW = int(g.Q), p.K = int(g.K);
   p.R = int(g.R), p.S = int(g.S), p.pad_h = int(g.pad_h), p.pad_w = int(g.pad_w);
   p.stride_h = int(g.stride_h), p.stride_w = int(g.stride_w), p.dil_h = int(g.dil_h);
+  if (pass_ == Pass::kInputGrad) {
+    // steps: of 16 output channels; rows x slots: the grad_out pixels a tile reads (at most; 8 chunks each).
+    p.steps = (p.K + 15) / 16;
+    p.rows = (kTileP - 1 + (p.R - 1) * p.dil_h) / p.stride_h + 2;
+    p.slots = kTileQ + 2 + (p.S + p.stride_w - 2) / p.stride_w;
+    p.smem = int64_t(p.R) * p.S * p.steps * 32 * 8 + int64_t(p.rows) * p.slots * kSliceK * 2;
+    return p;
+  }
   p.run = p.S * cp;
   p.steps = (p.run + 15) / 16;
   p.rows = (kTileP - 1) * p.stride_h + (p.R - 1) * p.dil_h + 1;
@@ -326,20 +433,26 @@ Params params(const Geometry& g, bool weight_grad) {
   p.last_ih = std::min(p.IH - 1, (p.OH - 1) * p.stride_h - p.pad_h + (p.R - 1) * p.dil_h);
   p.last_iw = std::min(p.IW - 1, (p.OW - 1) * p.stride_w - p.pad_w + p.S - 1);
   const int64_t window = int64_t(p.rows) * p.slots * cp * 2;
-  p.smem = window + (weight_grad ? int64_t(kTileP) * kTileQ * kSliceK * 2 : int64_t(p.R) * p.steps * kNB * 32 * 8);
+  p.smem = window + (pass_ == Pass::kWeightGrad ? int64_t(kTileP) * kTileQ * kSliceK * 2
+                                                : int64_t(p.R) * p.steps * kNB * 32 * 8);
   return p;
 }
 
-int64_t tiles(const Params& p) {
+// Output tiles (the input gradient: input tiles) of a pass.
+int64_t tiles(const Params& p, Pass pass_) {
+  if (pass_ == Pass::kInputGrad) {
+    return p.N * ((p.IH + kTileP - 1) / kTileP) * ((p.IW + kTileQ * p.stride_w - 1) / (kTileQ * p.stride_w));
+  }
   return p.N * ((p.OH + kTileP - 1) / kTileP) * ((p.OW + kTileQ - 1) / kTileQ);
 }
 
+// One wave of resident blocks (x: tiles, looped over; y: output-channel slices, one for the input gradient).
 template <typename Kernel>
-dim3 grid_for(Kernel kernel, const Params& p) {
+dim3 grid_for(Kernel kernel, const Params& p, Pass pass_) {
   launch::opt_in_shared_memory(kernel);
-  const int64_t slices = (p.K + kSliceK - 1) / kSliceK;
+  const int64_t slices = pass_ == Pass::kInputGrad ? 1 : (p.K + kSliceK - 1) / kSliceK;
   const int64_t resident = launch::resident_blocks(kernel, kThreads, p.smem);
-  return dim3(static_cast<unsigned>(std::clamp<int64_t>(resident / slices, 1, tiles(p))),
+  return dim3(static_cast<unsigned>(std::clamp<int64_t>(resident / slices, 1, tiles(p, pass_))),
               static_cast<unsigned>(slices));
 }
 
@@ -364,28 +477,31 @@ void dispatch(at::ScalarType dtype, int cp, Fn&& fn) {
 
 bool takes(at::ScalarType dtype, const Geometry& g, int64_t groups, Pass pass_) {
   if (dtype != at::kHalf && dtype != at::kBFloat16) return false;
-  if (pass_ == Pass::kInputGrad || groups != 1 || g.N == 0) return false;
+  if (groups != 1 || g.N == 0) return false;
   if (at::cuda::getCurrentDeviceProperties()->major < 8) return false;
   if (g.C < 1 || g.C > 7 || g.K % 2 != 0 || g.dil_w != 1) return false;
   // 32-bit window and tile arithmetic; 64-bit offsets from the batch index on.
   const int64_t most = std::numeric_limits<int32_t>::max() / 4;
-  if (std::max({g.H, g.W, g.P, g.Q, g.K, g.R, g.S}) * std::max<int64_t>({g.stride_h, g.stride_w, g.dil_h, 1}) > most) {
+  if (std::max({g.H, g.W, g.P, g.Q, g.K, g.R, g.S, g.pad_h, g.pad_w}) *
+          std::max<int64_t>({g.stride_h, g.stride_w, g.dil_h, 1}) > most) {
     return false;
   }
-  if (g.S * padded_channels(g) > kMaxRun) return false;
-  if (pass_ == Pass::kWeightGrad && g.K % 8 != 0) return false;  // grad_out's rows are copied in 16-byte chunks
-  const Params p = params(g, pass_ == Pass::kWeightGrad);
+  // grad_out's rows are copied in 16-byte chunks; the input gradient reduces over all its channels in one block.
+  if (pass_ != Pass::kForward && g.K % 8 != 0) return false;
+  if (pass_ == Pass::kInputGrad && g.K > kSliceK) return false;
+  if (pass_ != Pass::kInputGrad && g.S * padded_channels(g) > kMaxRun) return false;
+  const Params p = params(g, pass_);
   if (pass_ == Pass::kWeightGrad && p.R * p.steps > kMaxItems * kWarps) return false;
   return p.smem <= kSmemCap;
 }
 
 void forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& y,
              const Geometry& g) {
-  const Params p = params(g, false);
+  const Params p = params(g, Pass::kForward);
   dispatch(x.scalar_type(), padded_channels(g), [&](auto tag, auto cp) {
     using T = decltype(tag);
     const auto kernel = stem_conv<T, decltype(cp)::value>;
-    kernel<<<grid_for(kernel, p), kThreads, p.smem, at::cuda::getCurrentCUDAStream()>>>(
+    kernel<<<grid_for(kernel, p, Pass::kForward), kThreads, p.smem, at::cuda::getCurrentCUDAStream()>>>(
         x.const_data_ptr<T>(), w.const_data_ptr<T>(), bias.defined() ? bias.const_data_ptr<T>() : nullptr,
         y.mutable_data_ptr<T>(), p, w.stride(0), w.stride(1), w.stride(2), w.stride(3));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -394,18 +510,35 @@ void forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, c
 
 at::Tensor weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight,
                        const Geometry& g) {
-  const Params p = params(g, true);
+  const Params p = params(g, Pass::kWeightGrad);
   at::Tensor partial;
   dispatch(x.scalar_type(), padded_channels(g), [&](auto tag, auto cp) {
     using T = decltype(tag);
     const auto kernel = stem_weight_grad<T, decltype(cp)::value>;
-    const dim3 grid = grid_for(kernel, p);
+    const dim3 grid = grid_for(kernel, p, Pass::kWeightGrad);
     partial = at::empty({int64_t(grid.x), g.K, g.C, g.R, g.S}, x.options().dtype(at::kFloat));
     kernel<<<grid, kThreads, p.smem, at::cuda::getCurrentCUDAStream()>>>(
         x.const_data_ptr<T>(), grad_out.const_data_ptr<T>(), partial.mutable_data_ptr<float>(), p);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
   return partial.sum(0).to(weight.scalar_type()).contiguous(weight.suggest_memory_format());
+}
+
+void input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g) {
+  const Params p = params(g, Pass::kInputGrad);
+  const auto go = [&](auto tag) {
+    using T = decltype(tag);
+    const auto kernel = stem_input_grad<T>;
+    kernel<<<grid_for(kernel, p, Pass::kInputGrad), kThreads, p.smem, at::cuda::getCurrentCUDAStream()>>>(
+        grad_out.const_data_ptr<T>(), w.const_data_ptr<T>(), grad_input.mutable_data_ptr<T>(), p, w.stride(0),
+        w.stride(1), w.stride(2), w.stride(3));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  };
+  if (grad_out.scalar_type() == at::kHalf) {
+    go(at::Half{});
+  } else {
+    go(at::BFloat16{});
+  }
 }
 
 } // namespace customops::cuda::stem

@@ -1,9 +1,9 @@
-"""conv2d's stem kernels (tensor cores, float16 and bfloat16, channels_last images of 1-7 channels: forward and weight
-gradient) against the explicit path (im2col + cuBLAS) and F.conv2d in float64: the ResNet stem, 3x3 and 4x4 strided
-stems, grayscale and 7-channel images at unit stride (channels padded to 8), row dilation, 8x8 filters (a filter row
-of 32 elements: two MMA steps), output channels past one block's 64 and not a multiple of 8; NCHW / channels_last /
-non-contiguous inputs and weights, every dtype, gradients; which kernels ran, and where the explicit path takes over
-(the input gradient, NCHW memory, float32/float64, batch 0, windows past shared memory)."""
+"""conv2d's stem kernels (tensor cores, float16 and bfloat16, channels_last images of 1-7 channels: forward, input and
+weight gradients) against the explicit path (im2col + cuBLAS) and F.conv2d in float64: the ResNet stem, 3x3 and 4x4
+strided stems, grayscale and 7-channel images at unit stride (channels padded to 8), strides of 1 to 16, row
+dilation, 8x8 filters (a filter row of 32 elements: two MMA steps), output channels past one block's 64 and not a
+multiple of 8; NCHW / channels_last / non-contiguous inputs and weights, every dtype, gradients; which kernels ran,
+and where the explicit path takes over (NCHW memory, float32/float64, batch 0, windows past shared memory)."""
 
 from __future__ import annotations
 
@@ -18,28 +18,29 @@ from test_conv2d_implicit import _check, _kernel_names
 
 pytestmark = requires_cuda
 
-# (N, C, H, W, K, (kh, kw), stride, padding, dilation, groups, name, stem kernels: forward, weight gradient)
+# (N, C, H, W, K, (kh, kw), stride, padding, dilation, groups, name,
+#  stem kernels for: the forward, the input gradient, the weight gradient)
 CASES = [
-    (2, 3, 30, 31, 64, (7, 7), 2, 3, 1, 1, "resnet_stem", True, True),
-    (2, 3, 17, 19, 32, (3, 3), 2, 1, 1, 1, "3x3_stride2", True, True),
-    (2, 3, 20, 22, 48, (4, 4), 4, 0, 1, 1, "patchify_4x4", True, True),
+    (2, 3, 30, 31, 64, (7, 7), 2, 3, 1, 1, "resnet_stem", True, True, True),
+    (2, 3, 17, 19, 32, (3, 3), 2, 1, 1, 1, "3x3_stride2", True, True, True),
+    (2, 3, 20, 22, 48, (4, 4), 4, 0, 1, 1, "patchify_4x4", True, True, True),
     # One channel: NCHW and channels_last are the same memory and PyTorch's output is NCHW: the explicit path.
-    (2, 1, 16, 15, 16, (5, 5), 1, 2, 1, 1, "grayscale_unit_stride", False, False),
-    (2, 4, 12, 13, 24, (3, 3), (1, 2), 1, (2, 1), 1, "rgba_dilated_rows", True, True),
-    (1, 7, 9, 9, 72, (3, 3), 1, 1, 1, 1, "seven_channels_two_slices", True, True),
-    (2, 3, 11, 10, 64, (8, 8), 2, 3, 1, 1, "8x8_filter", True, True),
-    (2, 3, 9, 9, 10, (3, 3), 2, 1, 1, 1, "ten_outputs", True, False),       # weight gradient: K not a multiple of 8
-    (2, 3, 12, 12, 16, (7, 7), 1, 3, 1, 1, "7x7_unit_stride", True, False),  # 4 MMA steps x 7 rows: too many items
-    (1, 3, 40, 40, 16, (16, 16), 16, 0, 1, 1, "patchify_16x16", False, False),  # the window passes shared memory
-    (2, 3, 8, 8, 16, (3, 3), 1, 1, (1, 2), 1, "column_dilation", False, False),
-    (0, 3, 8, 8, 16, (3, 3), 2, 1, 1, 1, "batch0", False, False),
+    (2, 1, 16, 15, 16, (5, 5), 1, 2, 1, 1, "grayscale_unit_stride", False, False, False),
+    (2, 4, 12, 13, 24, (3, 3), (1, 2), 1, (2, 1), 1, "rgba_dilated_rows", True, True, True),
+    (1, 7, 9, 9, 72, (3, 3), 1, 1, 1, 1, "seven_channels_two_slices", True, False, True),  # input grad: K > 64
+    (2, 3, 11, 10, 64, (8, 8), 2, 3, 1, 1, "8x8_filter", True, True, True),
+    (2, 3, 9, 9, 10, (3, 3), 2, 1, 1, 1, "ten_outputs", True, False, False),  # gradients: K not a multiple of 8
+    (2, 3, 12, 12, 16, (7, 7), 1, 3, 1, 1, "7x7_unit_stride", True, True, False),  # weight grad: 28 accumulator sets
+    (1, 3, 40, 40, 16, (16, 16), 16, 0, 1, 1, "patchify_16x16", False, True, False),  # window past shared memory
+    (2, 3, 8, 8, 16, (3, 3), 1, 1, (1, 2), 1, "column_dilation", False, False, False),
+    (0, 3, 8, 8, 16, (3, 3), 2, 1, 1, 1, "batch0", False, False, False),
 ]
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
-STEM = ("stem_conv", "stem_weight_grad")
+STEM = ("stem_conv", "stem_input_grad", "stem_weight_grad")
 
 
 def _case(case):
-    return case[:11]
+    return case[:11]  # the grouped tests' case
 
 
 @pytest.mark.parametrize("layout", ["channels_last", "contiguous", "noncontiguous"])
@@ -52,9 +53,9 @@ def test_stem_explicit_and_reference_agree(case, dtype, layout, monkeypatch):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
 def test_stem_kernels_run_where_supported(case, dtype, monkeypatch):
-    """The forward and the weight gradient run the stem kernels (no im2col) on the calls they take; the input
-    gradient, NCHW inputs, other dtypes and CUSTOMOPS_CONV2D_ALGO=explicit take the explicit path."""
-    *_, forward, weight_grad = case
+    """Each pass runs its stem kernel (no im2col) on the calls it takes; NCHW inputs, other dtypes and
+    CUSTOMOPS_CONV2D_ALGO=explicit take the explicit path."""
+    *_, forward, input_grad, weight_grad = case
     half = dtype != torch.float32
     x, weight, bias, window = _inputs(_case(case), dtype, "channels_last")
     y = customops.conv2d(x, weight, bias, *window)
@@ -71,8 +72,12 @@ def test_stem_kernels_run_where_supported(case, dtype, monkeypatch):
     wgrad = names_of([False, True, False])
     assert any("stem_weight_grad" in n for n in wgrad) == (weight_grad and half), wgrad
     dgrad = names_of([True, False, False])
-    assert not any(s in n for n in dgrad for s in STEM), dgrad
-    nchw = _kernel_names(lambda: customops.conv2d(x.contiguous(), weight, bias, *window))
+    assert any("stem_input_grad" in n for n in dgrad) == (input_grad and half), dgrad
+    if x.shape[0] > 0:
+        assert any("col2im" in n for n in dgrad) == (not (input_grad and half)), dgrad
+    xc = x.contiguous()
+    nchw = _kernel_names(lambda: customops.conv2d(xc, weight, bias, *window)) + _kernel_names(
+        lambda: torch.ops.customops.conv2d_backward(g.contiguous(), xc, weight, *geometry, 1, [True, True, False]))
     assert not any(s in n for n in nchw for s in STEM), nchw
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
     names = _kernel_names(lambda: customops.conv2d(x, weight, bias, *window)) + names_of([True, True, True])
