@@ -1,6 +1,8 @@
 """depthwise_conv2d on CUDA for channels_last inputs: the NHWC kernels
-(kernels/cuda/depthwise_conv2d_nhwc.cu) against F.conv2d in float64 on the CPU,
-their output layout, and run-to-run determinism."""
+(kernels/cuda/depthwise_conv2d_nhwc*.cu) against F.conv2d in float64 on the CPU,
+their output layout, and run-to-run determinism. 3x3 windows in float and
+double run the column kernels by default and the row-streaming kernels under
+CUSTOMOPS_DEPTHWISE_ALGO=rows; both are checked."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import torch.nn.functional as F
 
 import customops
 from conftest import requires_cuda
+from test_conv2d_implicit import _kernel_names
 
 pytestmark = requires_cuda
 
@@ -41,7 +44,13 @@ CASES = [
     (1, 260, 9, 12, 1, (3, 3), 1, 1, 1),  # several channel shares, the last one partial
     (4, 144, 56, 56, 1, (3, 3), 1, 1, 1),  # MobileNet
     (4, 96, 56, 56, 1, (7, 7), 1, 3, 1),  # ConvNeXt
+    # The 3x3 column kernels (float, double): a thread's 16 bytes of a column, bands of 7 output rows.
+    (3, 36, 10, 9, 1, (3, 3), 1, 1, 1),  # a band past the plane's end
+    (2, 40, 13, 11, 1, (3, 3), 2, 1, 1),  # stride 2, odd sizes
+    (1, 12, 16, 9, 1, (3, 3), (1, 2), (0, 1), 1),  # strides and padding differing by dimension
+    (2, 8, 30, 3, 1, (3, 3), 1, 0, 1),  # no padding, a column narrower than the window plus one
 ]
+ALGOS = ["default", "rows"]
 
 
 def _ids(case):
@@ -73,9 +82,12 @@ def _reference(x, weight, bias, window):
     return xr, wr, br, y
 
 
+@pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", CASES, ids=_ids)
-def test_forward_and_gradients_against_float64(case, dtype):
+def test_forward_and_gradients_against_float64(case, dtype, algo, monkeypatch):
+    if algo != "default":
+        monkeypatch.setenv("CUSTOMOPS_DEPTHWISE_ALGO", algo)
     x, weight, bias, window = _inputs(case, dtype)
     y = customops.depthwise_conv2d(x, weight, bias, *window)
     xr, wr, br, ref = _reference(x, weight, bias, window)
@@ -92,11 +104,15 @@ def test_forward_and_gradients_against_float64(case, dtype):
         _close(got, ref_grad, dtype, what)
 
 
+@pytest.mark.parametrize("algo", ALGOS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 @pytest.mark.parametrize("c,k", [(144, 3), (96, 7)])
-def test_benchmark_shapes(c, k, dtype):
-    """The benchmark's blocks at batch 64, where each block streams a band of
-    rows through its ring of input rows; against float64 on the GPU."""
+def test_benchmark_shapes(c, k, dtype, algo, monkeypatch):
+    """The benchmark's shapes at batch 64 (the row kernels stream a band of
+    rows through a ring; the column kernels split bands among threads);
+    against float64 on the GPU."""
+    if algo != "default":
+        monkeypatch.setenv("CUSTOMOPS_DEPTHWISE_ALGO", algo)
     x = torch.randn(64, c, 56, 56, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
     w = torch.randn(c, 1, k, k, device="cuda", dtype=dtype) / k
     g = torch.randn_like(x)
@@ -161,22 +177,24 @@ def test_permuted_nhwc_tensor(dtype):
     _close(y, y2.double().cpu(), dtype, "NHWC against NCHW kernels")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=str)
 @pytest.mark.parametrize("offset", [1, 2, 3])
-def test_unaligned_input(offset):
-    """Inputs that start off a 16-byte boundary stage narrower words."""
+def test_unaligned_input(offset, dtype):
+    """Inputs that start off a 16-byte boundary stage narrower words (and
+    leave float's column kernels to the row kernels)."""
     n, c, h, w = 2, 16, 14, 15
-    flat = torch.randn(offset + n * h * w * c, device="cuda", dtype=torch.float16)
+    flat = torch.randn(offset + n * h * w * c, device="cuda", dtype=dtype)
     x = flat[offset:].view(n, h, w, c).permute(0, 3, 1, 2)
-    weight = torch.randn(c, 1, 3, 3, device="cuda", dtype=torch.float16)
+    weight = torch.randn(c, 1, 3, 3, device="cuda", dtype=dtype)
     y = customops.depthwise_conv2d(x, weight, None, 1, 1)
-    _close(y, F.conv2d(x.double().cpu(), weight.double().cpu(), None, 1, 1, 1, c), torch.float16, "output")
+    _close(y, F.conv2d(x.double().cpu(), weight.double().cpu(), None, 1, 1, 1, c), dtype, "output")
     g = torch.randn_like(y)
     gx, gw, _ = torch.ops.customops.depthwise_conv2d_backward(g, x, weight, [1, 1], [1, 1], [1, 1],
                                                               [True, True, False])
     want = torch.ops.aten.convolution_backward(g.double().cpu(), x.double().cpu(), weight.double().cpu(), None,
                                                [1, 1], [1, 1], [1, 1], False, [0, 0], c, [True, True, False])
-    _close(gx, want[0], torch.float16, "grad_input")
-    _close(gw, want[1], torch.float16, "grad_weight")
+    _close(gx, want[0], dtype, "grad_input")
+    _close(gw, want[1], dtype, "grad_weight")
 
 
 def test_weight_gradient_ignores_pixels_its_tap_never_reads():
@@ -204,3 +222,35 @@ def test_no_layout_conversion():
               if e.name in ("aten::copy_", "aten::clone", "aten::contiguous", "aten::_to_copy")
               and any(list(shape) in big for shape in e.input_shapes)]
     assert not copies, [(e.name, e.input_shapes) for e in copies]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_column_kernels_run_where_supported(dtype, monkeypatch):
+    """3x3 float and double forward and unit-stride input gradient run the
+    column kernels; half types, CUSTOMOPS_DEPTHWISE_ALGO=rows, a 5x5 window,
+    dilation or a channel count the lanes do not divide run the row-streaming
+    kernels instead."""
+
+    def names(case):
+        x, weight, _, (s, p, d) = _inputs(case, dtype, requires_grad=False)
+        pair = lambda v: [v, v] if isinstance(v, int) else list(v)  # noqa: E731
+        y = customops.depthwise_conv2d(x, weight, None, s, p, d)
+        return _kernel_names(lambda: (customops.depthwise_conv2d(x, weight, None, s, p, d),
+                                      torch.ops.customops.depthwise_conv2d_backward(
+                                          y, x, weight, pair(s), pair(p), pair(d), [True, False, False])))
+
+    def columns(case):
+        return [n for n in names(case) if "column_corr" in n]
+
+    lanes = 2 if dtype == torch.float64 else 4
+    if dtype in (torch.float16, torch.bfloat16):
+        assert not columns((2, 32, 9, 11, 1, (3, 3), 1, 1, 1))
+        return
+    assert len(columns((2, 8 * lanes, 9, 11, 1, (3, 3), 1, 1, 1))) == 2  # forward and input gradient
+    assert len(columns((2, 8 * lanes, 9, 11, 1, (3, 3), 2, 1, 1))) == 1  # the strided input gradient gathers
+    for case in [(2, 8 * lanes, 9, 11, 1, (5, 5), 1, 2, 1), (2, 8 * lanes, 9, 11, 1, (3, 3), 1, 2, 2),
+                 (2, 8 * lanes + 1, 9, 11, 1, (3, 3), 1, 1, 1)]:
+        assert not columns(case), case
+    monkeypatch.setenv("CUSTOMOPS_DEPTHWISE_ALGO", "rows")
+    got = names((2, 8 * lanes, 9, 11, 1, (3, 3), 1, 1, 1))
+    assert not [n for n in got if "column_corr" in n] and [n for n in got if "row_corr" in n], got

@@ -1,0 +1,37 @@
+// depthwise_conv2d on CUDA, channels_last: the column kernels for 3x3 windows
+// in float and double (MobileNet's and most depthwise layers).
+// depthwise_conv2d_nhwc.cu tries them before its row-streaming kernels.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace customops::cuda::depthwise_nhwc::columns {
+
+// dst[n, y, x, c] = sum over the 3x3 taps of src[n, y*sh - ph + i, x*sw - pw + j, c] * tap(c, i, j):
+// one input channel per output channel, no dilation. flipped: tap(c, i, j) is
+// weight[c, 2-i, 2-j] (the unit-stride input gradient, over output gradients
+// with padding 2 - p). Dense NHWC tensors; pad_h and pad_w may be negative.
+struct Problem {
+  const void* src;
+  const void* weight;  // (channels, 1, 3, 3), contiguous
+  const void* bias;    // nullptr or (channels)
+  void* dst;
+  at::ScalarType dtype;
+  int64_t batch, channels, src_h, src_w, dst_h, dst_w;
+  int kh, kw, sh, sw, dh, dw, ph, pw, m;
+  bool flipped;
+};
+
+// Launches the kernel and returns true where it takes the problem: float or
+// double, 3x3, no dilation, m == 1, row stride 1 or 2, channels a multiple of
+// 16 bytes' lanes, src and dst aligned to 16 bytes. false leaves dst untouched.
+bool run(const Problem& p, cudaStream_t stream);
+
+// Forced off by CUSTOMOPS_DEPTHWISE_ALGO=rows (read per call: tests and
+// benchmarks compare the two).
+bool enabled();
+
+} // namespace customops::cuda::depthwise_nhwc::columns
