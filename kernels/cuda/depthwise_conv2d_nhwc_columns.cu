@@ -10,12 +10,14 @@
 // loads of a row are one contiguous run of memory and the pixels its
 // neighbours also read come from L1. No shared memory and no barriers.
 //
-// Measured on an H100 (prof/exp_cols.py, MobileNet's 3x3 layers at batch
-// 64-128): float forward 82-100% of the copy bandwidth where the row-streaming
-// kernels moved 42-86% (their staging and per-step barriers cost more than a
-// 3x3 window's nine products). Half types stay with the row kernels: at 8-byte
-// loads this kernel moved 43-53%, at 16-byte loads (8 lanes, taps kept packed
-// and widened at each use to fit the registers) 31-71%, the row kernels 32-82%.
+// Measured on an H100 over MobileNet's 3x3 layer shapes at batch 64-128,
+// queued (python -m customops.benchmark.depthwise_passes has the row kernels
+// beside it): the float forward moved 60-100% of the copy bandwidth where the
+// row-streaming kernels moved 41-86% (their staging and per-step barriers cost
+// more than a 3x3 window's nine products). Half types stay with the row
+// kernels: variants of this kernel tried while writing it moved 43-53% with
+// 8-byte loads, 31-71% with 16-byte loads (8 lanes, taps kept packed and
+// widened at each product to fit the registers), the row kernels 32-82%.
 #include "kernels/cuda/depthwise_conv2d_nhwc_columns.cuh"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -67,8 +69,9 @@ __device__ __forceinline__ void load_lanes(const scalar_t* p, scalar_t (&v)[V]) 
 }
 
 // S: the stride down the rows (1 or 2); along a row it is a.sw. Two blocks a
-// multiprocessor (128 registers a thread): one block (184 registers) moved
-// 28-36% of the copy bandwidth, three (80 registers, spilling) 41-67%.
+// multiprocessor (128 registers a thread) moved 60-97% of the copy bandwidth
+// in float over the shapes above; one block (184 registers) 47-98%, three (80
+// registers, spilling) 41-78%.
 template <typename scalar_t, int S>
 __global__ void __launch_bounds__(kThreads, 2) column_corr_kernel(Args<scalar_t> a) {
   constexpr int V = lanes<scalar_t>();
