@@ -10,14 +10,13 @@ device copy measured in the same run) is the issue's measure. `--only WORD` keep
 from __future__ import annotations
 
 import argparse
-import os
 
 import torch
 import torch.nn.functional as F
 
 import customops  # noqa: F401  (registers torch.ops.customops)
 
-from .timing import back_to_back_ms, copy_bandwidth
+from .timing import copy_bandwidth, queued_pass_ms
 
 # name, N, C, H = W, kernel, stride
 CASES = [("mobilenet 32ch112", 128, 32, 112, 3, 1), ("mobilenet 96ch112 s2", 128, 96, 112, 3, 2),
@@ -35,7 +34,6 @@ def main() -> None:
         raise SystemExit("customops.benchmark.depthwise_passes needs a CUDA device")
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
-    t = lambda fn: back_to_back_ms(fn, dev, calls=30)  # noqa: E731
     bandwidth = copy_bandwidth(dev, 256 << 20)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, copy {bandwidth / 1e9:.0f} GB/s (read + write)")
     for dt in (torch.float32, torch.float16, torch.bfloat16):
@@ -61,11 +59,7 @@ def main() -> None:
             }
             row = f"{str(dt)[6:]:8s} {name:21s}"
             for p, (ours, cudnn) in fns.items():
-                c = t(cudnn)
-                o = t(ours)
-                os.environ["CUSTOMOPS_DEPTHWISE_ALGO"] = "rows"
-                r = t(ours)
-                os.environ.pop("CUSTOMOPS_DEPTHWISE_ALGO")
+                c, o, r = queued_pass_ms(ours, cudnn, dev, "CUSTOMOPS_DEPTHWISE_ALGO", "rows")
                 row += f" | {p} cudnn {c:.4f} ours {o:.4f} ({o / c:.2f}) rows {r:.4f} ({r / c:.2f})"
                 if p == "fwd":
                     share = (x.numel() + y.numel()) * x.element_size() / bandwidth * 1e3

@@ -11,14 +11,13 @@ cases whose name holds WORD."""
 from __future__ import annotations
 
 import argparse
-import os
 
 import torch
 import torch.nn.functional as F
 
 import customops  # noqa: F401  (registers torch.ops.customops)
 
-from .timing import back_to_back_ms
+from .timing import queued_pass_ms
 
 # name, N, C, H = W, K, kernel, stride, padding, groups
 CASES = [("grouped g32 256ch56 b32", 32, 256, 56, 256, 3, 1, 1, 32),
@@ -38,7 +37,6 @@ def main() -> None:
         raise SystemExit("customops.benchmark.passes needs a CUDA device")
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
-    t = lambda fn: back_to_back_ms(fn, dev, calls=30)  # noqa: E731
     for dt in (torch.float16, torch.bfloat16, torch.float32):
         for name, N, C, HW, K, ks, stride, pad, G in CASES:
             if args.only not in name:
@@ -60,11 +58,7 @@ def main() -> None:
             }
             row = f"{str(dt)[6:]:8s} {name:26s}"
             for p, (ours, cudnn) in fns.items():
-                c = t(cudnn)
-                o = t(ours)
-                os.environ["CUSTOMOPS_CONV2D_ALGO"] = "explicit"
-                e = t(ours)
-                os.environ.pop("CUSTOMOPS_CONV2D_ALGO")
+                c, o, e = queued_pass_ms(ours, cudnn, dev, "CUSTOMOPS_CONV2D_ALGO", "explicit")
                 row += f" | {p} cudnn {c:.4f} direct {o:.4f} ({o / c:.2f}) explicit {e:.4f} ({e / c:.2f})"
             print(row, flush=True)
 
