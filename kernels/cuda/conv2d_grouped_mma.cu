@@ -22,6 +22,7 @@
 
 #include "kernels/cuda/conv2d_grouped_mma.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
 
 namespace customops::cuda::grouped::mma {
 namespace {
@@ -41,66 +42,6 @@ struct Launch {
 
 constexpr int kMaxItems = 12;  // weight gradient: (group, tap pair) accumulator tiles a warp holds
 
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared, bypassing L1; zeros where !ok.
-__device__ __forceinline__ void copy16(void* dst, const void* src, bool ok) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(ok ? 16 : 0));
-#endif
-}
-
-__device__ __forceinline__ void copies_done() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::);
-#endif
-}
-
-__device__ __forceinline__ void ldmatrix_x4(uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3, uint32_t row) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
-               : "r"(row));
-#endif
-}
-
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& a0, uint32_t& a1, uint32_t& a2, uint32_t& a3,
-                                                  uint32_t row) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(a0), "=r"(a1), "=r"(a2), "=r"(a3)
-               : "r"(row));
-#endif
-}
-
-__device__ __forceinline__ void ldmatrix_x2_trans(uint32_t& b0, uint32_t& b1, uint32_t row) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];\n"
-               : "=r"(b0), "=r"(b1)
-               : "r"(row));
-#endif
-}
-
-template <typename T>
-__device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, at::Half>) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#endif
-}
-
 // The input window of output tile (n, oh0, ow0) into shared memory: every pixel the tile's taps read, the
 // slice's channels from `slice` on, zeros outside the image. chunks (a power of two) divides kThreads, so a
 // thread copies chunk threadIdx.x % chunks of every (kThreads / chunks)-th pixel.
@@ -116,7 +57,7 @@ __device__ __forceinline__ void copy_window(uint4* window, const T* __restrict__
     const int ih = ih0 + wr, iw = iw0 + wc;
     const bool ok = ih >= 0 && ih < c.IH && iw >= 0 && iw < c.IW;
     const T* src = ok ? in + ((n * c.IH + ih) * c.IW + iw) * c.IC + slice + j * 8 : in;
-    copy16(window + pix * chunks + (j ^ (pix & l.swizzle)), src, ok);
+    sm80::copy16(window + pix * chunks + (j ^ (pix & l.swizzle)), src, ok);
     for (wc += step; wc >= l.tile_cols; wc -= l.tile_cols) ++wr;
   }
 }
@@ -189,13 +130,13 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
   const int tiles_q = (c.OW + kTileQ - 1) / kTileQ, tiles_p = (c.OH + kTileP - 1) / kTileP;
   const int64_t tiles = c.N * tiles_p * tiles_q;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const uint32_t tile_base = smem_address(tile);
+  const uint32_t tile_base = sm80::smem_address(tile);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int ow0 = int(t % tiles_q) * kTileQ, oh0 = int(t / tiles_q % tiles_p) * kTileP;
     const int64_t n = t / tiles_q / tiles_p;
     __syncthreads();  // the previous tile's window is read
     copy_window(tile, in, l, n, oh0, ow0, int64_t(g0) * c.ICg, chunks);
-    copies_done();
+    sm80::copies_done();
     __syncthreads();
     // A warp takes a group and the tile's kTileP rows: each filter fragment feeds kTileP MMAs. ldmatrix.x4
     // reads two rows' A fragments: lanes 0-15 address row 2i's pixels 0-15, lanes 16-31 row 2i+1's.
@@ -211,7 +152,7 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
 #pragma unroll
             for (int i = 0; i < kTileP; i += 2) {
               const int pix = pix0 + i * c.stride_h * l.tile_cols;
-              ldmatrix_x4(a[i][0], a[i][1], a[i + 1][0], a[i + 1][1],
+              sm80::ldmatrix_x4<false>(a[i][0], a[i][1], a[i + 1][0], a[i + 1][1],
                           tile_base + (pix * chunks + ((gl * cg8 + kc) ^ (pix & l.swizzle))) * 16);
             }
 #pragma unroll
@@ -264,7 +205,7 @@ __global__ void __launch_bounds__(kThreads) mma_weight_grad(const T* __restrict_
   const int chunks = l.slice_groups * cg8, kchunks = l.slice_groups;
   uint4* window = smem;                                         // [window pixel][chunk ^ (pixel & swizzle)]
   uint4* dy = smem + l.tile_rows * l.tile_cols * chunks;        // [tile pixel][group ^ (pixel & kswizzle)]
-  const uint32_t window_base = smem_address(window), dy_base = smem_address(dy);
+  const uint32_t window_base = sm80::smem_address(window), dy_base = sm80::smem_address(dy);
   const int kswizzle = std::min(8, kchunks) - 1;
   const int g0 = blockIdx.y * l.slice_groups;
   const int units = taps * cg8, pairs = (units + 1) / 2, items = l.slice_groups * pairs;
@@ -282,9 +223,9 @@ __global__ void __launch_bounds__(kThreads) mma_weight_grad(const T* __restrict_
       const int oh = oh0 + pix / kTileQ, ow = ow0 + pix % kTileQ;
       const bool ok = oh < c.OH && ow < c.OW;  // zeros past the image: their products vanish
       const T* src = ok ? gout + ((n * c.OH + oh) * c.OW + ow) * c.OC + int64_t(g0 + j) * 8 : gout;
-      copy16(dy + pix * kchunks + (j ^ (pix & kswizzle)), src, ok);
+      sm80::copy16(dy + pix * kchunks + (j ^ (pix & kswizzle)), src, ok);
     }
-    copies_done();
+    sm80::copies_done();
     __syncthreads();
 #pragma unroll
     for (int it = 0; it < kMaxItems; ++it) {
@@ -300,12 +241,12 @@ __global__ void __launch_bounds__(kThreads) mma_weight_grad(const T* __restrict_
       for (int i = 0; i < kTileP; ++i) {
         const int dpix = i * kTileQ + lane % 16;
         uint32_t b0, b1;
-        ldmatrix_x2_trans(b0, b1, dy_base + (dpix * kchunks + (gl ^ (dpix & kswizzle))) * 16);
+        sm80::ldmatrix_x2_trans(b0, b1, dy_base + (dpix * kchunks + (gl ^ (dpix & kswizzle))) * 16);
         const int pix = (i * c.stride_h + r * c.dil_h) * l.tile_cols + q * c.stride_w + s * c.dil_w;
         uint32_t a[4];
-        ldmatrix_x4_trans(a[0], a[1], a[2], a[3],
+        sm80::ldmatrix_x4<true>(a[0], a[1], a[2], a[3],
                           window_base + (pix * chunks + ((gl * cg8 + kc) ^ (pix & l.swizzle))) * 16);
-        mma_16x8x16<T>(acc[it], a, b0, b1);
+        sm80::mma_16x8x16<T>(acc[it], a, b0, b1);
       }
     }
   }

@@ -26,6 +26,7 @@
 
 #include "kernels/cuda/conv2d_stem.h"
 #include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/mma_sm80.cuh"
 
 namespace customops::cuda::stem {
 namespace {
@@ -50,55 +51,6 @@ struct Params {
   int last_ih, last_iw;  // the last input row and column in the image that an output pixel reads
   int64_t smem;
 };
-
-__device__ __forceinline__ uint32_t smem_address(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-__device__ __forceinline__ void copy16(void* dst, const void* src, bool ok) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
-               "r"(ok ? 16 : 0));
-#endif
-}
-
-__device__ __forceinline__ void copies_done() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_all;\n" ::);
-#endif
-}
-
-template <bool kTrans>
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (kTrans) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(address));
-  } else {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(address));
-  }
-#endif
-}
-
-template <typename T>
-__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  if constexpr (std::is_same_v<T, at::Half>) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
-#endif
-}
 
 template <typename T>
 struct alignas(4) Pair {
@@ -173,7 +125,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   pack_filter<T, kCP>(bsm, w, p, k0, sk, sc, sr, ss);  // visible after the first tile's barrier
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row_bytes = p.slots * kCP * int(sizeof(T));
-  const uint32_t window_base = smem_address(window);
+  const uint32_t window_base = sm80::smem_address(window);
   // ldmatrix.x4 of A (16 pixels x 16 elements): lanes 0-7 address pixels 0-7 at elements 0-7 of the step, lanes
   // 8-15 pixels 8-15, lanes 16-31 the same at elements 8-15.
   const int a_offset = ((lane % 16) * p.stride_w * kCP + 8 * (lane / 16)) * int(sizeof(T));
@@ -193,7 +145,7 @@ __global__ void __launch_bounds__(kThreads, 3)
       const uint2* b = bsm + r * p.steps * kNB * 32 + lane;
       for (int step = 0; step < p.steps; ++step) {
         uint32_t a[4];
-        ldmatrix_x4<false>(a, row + step * 16 * int(sizeof(T)));
+        sm80::ldmatrix_x4<false>(a, row + step * 16 * int(sizeof(T)));
         // Elements past the run are the next pixels' taps: zero them (the filter's zeros would not hide an
         // infinity there).
         const int e = step * 16 + 2 * (lane % 4);
@@ -202,7 +154,7 @@ __global__ void __launch_bounds__(kThreads, 3)
 #pragma unroll
         for (int nb = 0; nb < kNB; ++nb) {
           const uint2 bb = b[(step * kNB + nb) * 32];
-          mma<T>(acc[nb], a, bb.x, bb.y);
+          sm80::mma_16x8x16<T>(acc[nb], a, bb.x, bb.y);
         }
       }
     }
@@ -235,7 +187,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int kchunks = min(int(kNB), (p.K - k0 + 7) / 8);  // 16-byte chunks of a grad_out pixel's slice
   uint4* dy = smem;  // [tile pixel][chunk ^ (pixel % 8)]: ldmatrix.trans reads 8 pixels' same chunk
   auto* window = reinterpret_cast<Padded<T, kCP>*>(dy + kTileP * kTileQ * kNB);
-  const uint32_t dy_base = smem_address(dy), window_base = smem_address(window);
+  const uint32_t dy_base = sm80::smem_address(dy), window_base = sm80::smem_address(window);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int row_bytes = p.slots * kCP * int(sizeof(T));
   const int items = p.R * p.steps;
@@ -254,10 +206,10 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int oh = oh0 + pix / kTileQ, ow = ow0 + pix % kTileQ;
       const bool ok = oh < p.OH && ow < p.OW && j < kchunks;  // zeros elsewhere: their products vanish
       const T* src = ok ? gout + ((n * p.OH + oh) * p.OW + ow) * p.K + k0 + j * 8 : gout;
-      copy16(dy + pix * kNB + (j ^ (pix % 8)), src, ok);
+      sm80::copy16(dy + pix * kNB + (j ^ (pix % 8)), src, ok);
     }
     copy_window<T, kCP>(window, x, p, n, oh0, ow0);
-    copies_done();
+    sm80::copies_done();
     __syncthreads();
     for (int i = 0; i < kTileP; ++i) {
       // B (16 pixels x 8 channels) of column blocks 2m and 2m + 1: lanes 0-15 address pixels 0-15 at chunk 2m,
@@ -266,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int dpix = i * kTileQ + lane % 16;
 #pragma unroll
       for (int m = 0; m < kNB / 2; ++m) {
-        ldmatrix_x4<true>(b[m], dy_base + (dpix * kNB + ((2 * m + lane / 16) ^ (dpix % 8))) * 16);
+        sm80::ldmatrix_x4<true>(b[m], dy_base + (dpix * kNB + ((2 * m + lane / 16) ^ (dpix % 8))) * 16);
       }
 #pragma unroll
       for (int it = 0; it < kMaxItems; ++it) {
@@ -274,10 +226,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (item >= items) continue;
         const int r = item / p.steps, step = item % p.steps;
         uint32_t a[4];
-        ldmatrix_x4<true>(a, window_base + (i * p.stride_h + r * p.dil_h) * row_bytes + a_offset +
+        sm80::ldmatrix_x4<true>(a, window_base + (i * p.stride_h + r * p.dil_h) * row_bytes + a_offset +
                                  step * 16 * int(sizeof(T)));
 #pragma unroll
-        for (int nb = 0; nb < kNB; ++nb) mma<T>(acc[it][nb], a, b[nb / 2][2 * (nb % 2)], b[nb / 2][2 * (nb % 2) + 1]);
+        for (int nb = 0; nb < kNB; ++nb) sm80::mma_16x8x16<T>(acc[it][nb], a, b[nb / 2][2 * (nb % 2)], b[nb / 2][2 * (nb % 2) + 1]);
       }
     }
   }
@@ -343,7 +295,7 @@ __global__ void __launch_bounds__(kThreads)
   const int tile_w = kTileQ * p.stride_w, kchunks = p.K / 8;
   const int tiles_w = (p.IW + tile_w - 1) / tile_w, tiles_h = (p.IH + kTileP - 1) / kTileP;
   const int64_t tiles = p.N * tiles_h * tiles_w;
-  const uint32_t dy_base = smem_address(dy);
+  const uint32_t dy_base = sm80::smem_address(dy);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int iw0 = int(t % tiles_w) * tile_w, ih0 = int(t / tiles_w % tiles_h) * kTileP;
     const int64_t n = t / tiles_w / tiles_h;
@@ -355,9 +307,9 @@ __global__ void __launch_bounds__(kThreads)
       const int oh = oh0 + row, ow = ow0 + col;
       const bool ok = j < kchunks && oh >= 0 && oh < p.OH && ow >= 0 && ow < p.OW;  // zeros elsewhere
       const T* src = ok ? gout + ((n * p.OH + oh) * p.OW + ow) * p.K + j * 8 : gout;
-      copy16(dy + (row * p.slots + col) * kNB + (j ^ (col % 8)), src, ok);
+      sm80::copy16(dy + (row * p.slots + col) * kNB + (j ^ (col % 8)), src, ok);
     }
-    copies_done();
+    sm80::copies_done();
     __syncthreads();
     const int ih = ih0 + warp;
     if (ih >= p.IH) continue;
@@ -380,9 +332,9 @@ __global__ void __launch_bounds__(kThreads)
           const uint2* b = bsm + (r * p.S + s) * p.steps * 32 + lane;
           for (int step = 0; step < p.steps; ++step) {
             uint32_t a[4];
-            ldmatrix_x4<false>(a, a_row + ((2 * step + lane / 16) ^ (col % 8)) * 16);
+            sm80::ldmatrix_x4<false>(a, a_row + ((2 * step + lane / 16) ^ (col % 8)) * 16);
             const uint2 bb = b[step * 32];
-            mma<T>(acc, a, bb.x, bb.y);
+            sm80::mma_16x8x16<T>(acc, a, bb.x, bb.y);
           }
         }
       }
