@@ -624,14 +624,6 @@ std::vector<int64_t> key_of(const Geometry& g, int64_t word, int64_t word2 = 0) 
           g.sh, g.sw, g.dh, g.dw, g.ph, g.pw, g.m, g.flipped, word, word2};
 }
 
-// Blocks of a kernel that the device holds at once.
-template <typename Kernel>
-int64_t resident_blocks(Kernel* kernel, int threads, size_t smem) {
-  int per_sm = 0;
-  C10_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  return int64_t(std::max(per_sm, 1)) * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-}
-
 // Blocks (at most `blocks`, at least one) that share `items` with the fewest
 // blocks for the same longest share.
 int64_t even_share(int64_t items, int64_t blocks) {
@@ -651,7 +643,7 @@ bool run_corr(const Source<scalar_t>& src, const scalar_t* weight, const scalar_
   const auto t = memo.get(key_of(g, src.word), [&]() -> std::optional<RowTiling> {
     auto t = row_tiling<scalar_t>(g, TJ, UNIT, src.word, prepare(kernel));
     if (!t) return t;
-    const int64_t resident = resident_blocks(kernel, t->threads, t->smem);
+    const int64_t resident = launch::resident_blocks(kernel, t->threads, int64_t(t->smem));
     const int64_t base = t->chunks * g.batch * t->tiles_x, steps = ceil_div(g.dst_h, t->rs);
     double best = -1;
     for (int64_t bands = 1; bands <= steps; ++bands) {
@@ -1012,7 +1004,7 @@ std::optional<at::Tensor> run_weight_grad(const Source<scalar_t>& xs, const Sour
     auto t = weight_tiling<scalar_t>(g, TJ, UNIT);
     if (!t) return t;
     prepare(kernel);
-    const int64_t resident = resident_blocks(kernel, t->threads, t->smem);
+    const int64_t resident = launch::resident_blocks(kernel, t->threads, int64_t(t->smem));
     const int64_t tiles = g.batch * t->tiles_y * t->tiles_x;
     t->parts = even_share(tiles, resident / (int64_t(t->chunks) * t->iblocks));
     t->tiles_per_part = ceil_div(tiles, t->parts);
