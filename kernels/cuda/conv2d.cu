@@ -1,5 +1,5 @@
 // conv2d on CUDA. Three algorithms:
-//  - implicit GEMM (kernels/cuda/conv2d_implicit_sm90.cu, CUTLASS): the im2col gather inside the GEMM, on
+//  - implicit GEMM (kernels/cuda/conv2d_implicit_*_sm90.cu, CUTLASS): the im2col gather inside the GEMM, on
 //    channels_last tensors, for the calls it takes (implicit_gemm::supports): sm_90 devices, float16 and
 //    bfloat16 (forward and gradients; unit-stride input gradient), float32 as TF32 where allowed (forward and
 //    unit-stride input gradient), one group, aligned channel counts. An NCHW call goes through a conversion to
@@ -103,6 +103,46 @@ Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pas
 #endif
 }
 
+// The weight gradient's tile and batch split, by a wave model: a chunk's launch takes
+//   ceil(tiles x splits / SMs) waves x (tile area x pixels per chunk) / tile efficiency
+// plus a fixed cost per extra chunk (its launch on a pool stream and its partial sum). Small tiles give more
+// CTAs to fill the GPU with; large ones reuse each loaded operand over more outputs. The efficiencies, the chunk
+// cost and the smallest chunk (kMinPixels output pixels) were fitted on an H100 to queued timings of 3 tiles x
+// 6 split counts over 19 3x3 shapes (ResNet-50's at batch 16-256, strided, VGG, U-Net, the benchmark table's):
+// the model's pick took 5% longer than the fastest measured on average, 1.36x at worst (128 channels at
+// 112x112, batch 16), where the 64x64 tile alone (split to fill the last wave) took 1.0-1.9x the fastest.
+WeightGradPlan plan_weight_grad(const Geometry& g, int64_t sms, int64_t most_splits) {
+  constexpr int64_t kMinPixels = 8192;
+  constexpr double kChunkCost = 2e7;  // in the model's units of tile area x pixels
+  struct Option {
+    WeightGradTile tile;
+    int64_t m, n;
+    double efficiency;
+  };
+  constexpr std::array<Option, 3> options{{{WeightGradTile::k64x64, 64, 64, 0.45},
+                                           {WeightGradTile::k128x64, 128, 64, 0.9},
+                                           {WeightGradTile::k128x128, 128, 128, 1.0}}};
+  const int64_t pixels = g.N * g.P * g.Q;
+  const int64_t most = std::max<int64_t>(1, std::min({pixels / kMinPixels, g.N, most_splits}));
+  WeightGradPlan best{WeightGradTile::k64x64, 1};
+  double best_cost = -1;
+  for (const auto& o : options) {
+    const int64_t tiles = ((g.K + o.m - 1) / o.m) * ((g.R * g.S * g.C + o.n - 1) / o.n);
+    for (const int64_t s : {1, 2, 3, 4, 6, 8}) {  // the split counts measured
+      if (s > most) break;
+      const int64_t waves = (tiles * s + sms - 1) / sms;
+      const double cost = static_cast<double>(waves) * static_cast<double>(o.m * o.n) *
+                              static_cast<double>((pixels + s - 1) / s) / o.efficiency +
+                          kChunkCost * static_cast<double>(s - 1);
+      if (best_cost < 0 || cost < best_cost) {
+        best = {o.tile, s};
+        best_cost = cost;
+      }
+    }
+  }
+  return best;
+}
+
 } // namespace implicit_gemm
 
 namespace {
@@ -202,33 +242,14 @@ at::cuda::CUDAEvent* fan_events(int device) {
   return events->at(device).data();
 }
 
-// How many batch chunks the weight gradient runs as: enough launches of weight_grad_tiles() tiles each to
-// fill the SMs' last wave best (the smallest count within 10% of the best fill), but each chunk keeps at least
-// kMinWeightGradPixels output pixels to reduce over; shorter reductions lose more to the extra launches and
-// the partial sums than they gain (H100: 256 channels at 14x14, batch 64, ran fastest unsplit).
-int64_t weight_grad_splits(const implicit_gemm::Geometry& g, int64_t sms) {
-  constexpr int64_t kMinWeightGradPixels = 16384;
-  const int64_t tiles = implicit_gemm::weight_grad_tiles(g);
-  const int64_t most = std::max<int64_t>(1, std::min({g.N * g.P * g.Q / kMinWeightGradPixels, g.N, kMaxWeightGradSplits}));
-  const auto fill = [&](int64_t s) {
-    const int64_t ctas = tiles * s;
-    return static_cast<double>(ctas) / static_cast<double>((ctas + sms - 1) / sms * sms);
-  };
-  double best = 0;
-  for (int64_t s = 1; s <= most; ++s) best = std::max(best, fill(s));
-  int64_t s = 1;
-  while (fill(s) < 0.9 * best) ++s;
-  return s;
-}
-
 // The weight gradient, one launch per chunk of the batch on its own stream: CUTLASS's SM90 convolutions have no
-// split-K, and a launch has only weight_grad_tiles() output tiles (9 for 64 -> 64 channels 3x3), too few for
-// the GPU's SMs. Each chunk writes float32 partial sums; their sum is rounded once.
+// split-K, and a launch may have too few output tiles for the GPU's SMs (9 for 64 -> 64 channels 3x3 in 64x64
+// tiles). Each chunk writes float32 partial sums; their sum is rounded once.
 Refusal implicit_weight_grad(const at::Tensor& gout, const at::Tensor& x, const implicit_gemm::Geometry& g,
                              const at::Tensor& weight, at::Tensor* grad_weight) {
-  const int64_t wanted =
-      weight_grad_splits(g, at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount);
-  const int64_t chunk = (g.N + std::min(wanted, g.N) - 1) / std::min(wanted, g.N);
+  const auto plan = implicit_gemm::plan_weight_grad(
+      g, at::cuda::getDeviceProperties(x.get_device())->multiProcessorCount, kMaxWeightGradSplits);
+  const int64_t chunk = (g.N + plan.splits - 1) / plan.splits;  // plan.splits <= g.N
   const int64_t splits = (g.N + chunk - 1) / chunk;
   auto partial = at::empty({splits, g.K, g.R, g.S, g.C}, x.options().dtype(at::kFloat));
   // Chunks are whole images of the dense NPQK / NHWC operands: byte offsets, no tensor views.
@@ -250,7 +271,7 @@ Refusal implicit_weight_grad(const at::Tensor& gout, const at::Tensor& x, const 
     if (splits > 1) events[0].block(stream);
     const c10::cuda::CUDAStreamGuard on(stream);
     r = implicit_gemm::weight_grad(gout_p + n0 * gout_image, x_p + n0 * x_image,
-                                   partial.mutable_data_ptr<float>() + i * filter, gi, x);
+                                   partial.mutable_data_ptr<float>() + i * filter, gi, plan.tile, x);
     if (splits > 1) events[1 + i].record(stream);
   }
   if (splits > 1) {

@@ -1,4 +1,4 @@
-// conv2d's implicit-GEMM path on Hopper (kernels/cuda/conv2d_implicit_sm90.cu, CUTLASS 3.x): the im2col
+// conv2d's implicit-GEMM path on Hopper (kernels/cuda/conv2d_implicit_*_sm90.cu, CUTLASS 3.x): the im2col
 // gather happens inside the GEMM (TMA im2col loads straight into shared memory), so no column buffer is
 // written. Host functions only: conv2d.cu, built for every architecture in TORCH_CUDA_ARCH_LIST, calls
 // them; the kernels themselves are built for sm_90a alone, and only when CUTLASS's headers were found
@@ -44,15 +44,22 @@ Refusal forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias
 // grad_input = conv_transpose(grad_out, w), unit stride; grad_out NPQK, w KRSC, grad_input NHWC (dense).
 Refusal input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g);
 
+// The weight gradient's GEMM (M: output channels, N: R*S*C filter taps, reduced over the pixels) in tiles of
+// M x N, and how many batch chunks it runs as (CUTLASS's SM90 convolutions have no split-K: each chunk is a
+// launch of its own, on its own stream, writing float32 partial sums).
+enum class WeightGradTile { k64x64, k128x64, k128x128 };
+struct WeightGradPlan {
+  WeightGradTile tile;
+  int64_t splits;
+};
+// Chosen by a wave model (conv2d.cu); `sms`: the device's SM count, `most_splits`: the largest split allowed.
+WeightGradPlan plan_weight_grad(const Geometry& g, int64_t sms, int64_t most_splits);
+
 // The weight gradient of one batch chunk (g.N images), summed over its pixels in float32: grad_out NPQK,
 // x NHWC (dense, the chunk's first image), partial a dense float32 KRSC buffer. `like`: a tensor of the
 // operands' dtype and device. Half types only (no TF32 kernel for this operand order). Raw pointers, so that
 // a chunk costs the host no tensor views.
-Refusal weight_grad(const void* grad_out, const void* x, float* partial, const Geometry& g, const at::Tensor& like);
-
-// Output tiles of one weight-gradient launch: the caller splits the batch over streams to fill the GPU.
-inline int64_t weight_grad_tiles(const Geometry& g) {
-  return ((g.K + 63) / 64) * ((g.R * g.S * g.C + 63) / 64);
-}
+Refusal weight_grad(const void* grad_out, const void* x, float* partial, const Geometry& g, WeightGradTile tile,
+                    const at::Tensor& like);
 
 } // namespace customops::cuda::implicit_gemm

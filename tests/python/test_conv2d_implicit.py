@@ -204,6 +204,45 @@ def test_fallback_boundary(monkeypatch):
     assert cutlass_kernels(torch.float16, 16, 16, ks=1) == 2
 
 
+# Shapes whose plans reach every implicit kernel configuration (kernels/cuda/conv2d_implicit_*_sm90.cu; the weight
+# gradient's tile and batch chunks from plan_weight_grad in conv2d.cu): (N, C, H=W, K, weight-gradient launches).
+PLAN_CASES = [
+    (2, 16, 12, 32, 1),    # narrow forward and input-gradient tiles; 64x64 weight-gradient tiles
+    (2, 256, 10, 256, 1),  # wide tiles in pairs (two channel tiles); 128x64 weight-gradient tiles
+    (2, 384, 6, 384, 1),   # wide tiles alone (three channel tiles); 128x128 weight-gradient tiles
+    (6, 256, 64, 256, 3),  # 128x128 weight-gradient tiles over three batch chunks, summed
+    (2, 200, 9, 136, 1),   # channel counts that leave partial tiles
+]
+
+
+@requires_implicit
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", PLAN_CASES, ids=lambda c: "n{}_c{}_h{}_k{}".format(*c[:4]))
+def test_tile_plans_against_float32(case, dtype):
+    """Every tile configuration's forward and gradients against cuDNN in float32 (TF32 off), and the weight
+    gradient's launch count (its batch chunks)."""
+    n, c, h, k, launches = case
+    x = torch.randn(n, c, h, h, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    w = (torch.randn(k, c, 3, 3, device="cuda", dtype=dtype) / (9 * c) ** 0.5).to(memory_format=torch.channels_last)
+    g = torch.randn(n, k, h, h, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    win = ([1, 1], [1, 1], [1, 1])
+    y = customops.conv2d(x, w, None, 1, 1)
+    gx, gw, _ = torch.ops.customops.conv2d_backward(g, x, w, *win, 1, [True, True, False])
+    old = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        ref = F.conv2d(x.float(), w.float(), None, 1, 1)
+        ref_gx, ref_gw, _ = torch.ops.aten.convolution_backward(g.float(), x.float(), w.float(), None, *win, False,
+                                                                [0, 0], 1, [True, True, False])
+    finally:
+        torch.backends.cudnn.allow_tf32 = old
+    for got, want, what in ((y, ref, "forward"), (gx, ref_gx, "input grad"), (gw, ref_gw, "weight grad")):
+        scale = want.abs().max()
+        torch.testing.assert_close(got.float() / scale, want / scale, rtol=0, atol=TOL[dtype], msg=what)
+    names = _kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, w, *win, 1, [False, True, False]))
+    assert sum(_IMPLICIT in name for name in names) == launches, names
+
+
 @requires_implicit
 def test_implicit_forward_needs_no_column_buffer():
     """The implicit forward and gradients allocate their outputs (and the weight gradient's float32 partial

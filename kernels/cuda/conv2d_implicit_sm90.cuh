@@ -1,10 +1,19 @@
 // Implicit-GEMM conv2d kernels for Hopper (sm_90a), from CUTLASS 3.x's convolution collectives: TMA im2col
-// loads of the activations, warp-specialized WGMMA mainloop, float32 accumulation, bias in the epilogue.
-// Built for sm_90a only (cmake/CustomopsCutlass.cmake); conv2d.cu decides when to call them.
+// loads of the activations, warp-specialized WGMMA mainloop, float32 accumulation, bias in the epilogue. This
+// header holds the kernel template and its launcher; conv2d_implicit_{fprop,dgrad,wgrad}_sm90.cu pick the tiles
+// per pass (one file each, so that the build compiles them in parallel), built for sm_90a only
+// (cmake/CustomopsCutlass.cmake); conv2d.cu decides when to call them.
 //
 // GEMM view (channels_last tensors):
-//   forward:    M = N*P*Q, N = K, K = R*S*C      A = x (NHWC, im2col), B = w (KRSC), D = y (NPQK)
-//   input grad: M = N*H*W, N = C, K = R*S*K      A = grad_out (NPQK, im2col), B = w, D = grad_input (NHWC)
+//   forward:     M = N*P*Q, N = K, K = R*S*C      A = x (NHWC, im2col), B = w (KRSC), D = y (NPQK)
+//   input grad:  M = N*H*W, N = C, K = R*S*K      A = grad_out (NPQK, im2col), B = w, D = grad_input (NHWC)
+//   weight grad: M = K, N = R*S*C, K = N*P*Q      A = grad_out (NPQK), B = x (NHWC, im2col), D = partial (KRSC)
+//
+// Non-persistent kernels with one consumer warpgroup (CUTLASS 4.2 has no persistent SM90 convolution), so a tile
+// of 128 x 128 float32 accumulators fills a warpgroup's registers and one CTA holds an SM; clusters of two
+// CTAs along N share each A tile through TMA multicast.
+#pragma once
+
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -31,26 +40,22 @@
 
 #include "kernels/cuda/conv2d_implicit.h"
 
-namespace customops::cuda::implicit_gemm {
-namespace {
+namespace customops::cuda::implicit_gemm::sm90 {
 
-using cute::_1;
-using cute::_128;
-using cute::_32;
-using cute::_64;
-using cute::Shape;
 using cutlass::conv::Operator;
 
-// One kernel: operator, input element type, CTA tile (M, N, K-slice). The forward and input gradient write
+// One kernel: operator, input element type, CTA tile (M, N, K-slice), pipeline stages (0: as many as fit
+// beside the epilogue), cluster shape. The forward and input gradient write
 // their element type through the TMA epilogue, bias added per output channel (a null bias pointer reads as
 // zeros); the weight gradient writes float32 partial sums (the caller adds the batch chunks and rounds once).
-template <Operator Op, class Element, class Tile, int Stages = 0>
+template <Operator Op, class Element, class Tile, int Stages = 0,
+          class ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>>
 struct Kernel {
   static constexpr bool kWgrad = Op == Operator::kWgrad;
   static constexpr int kAlign = 128 / cutlass::sizeof_bits<Element>::value;  // TMA moves 16-byte rows
   using Out = cute::conditional_t<kWgrad, float, Element>;
   static constexpr int kAlignOut = 128 / cutlass::sizeof_bits<Out>::value;
-  using Cluster = Shape<_1, _1, _1>;
+  using Cluster = ClusterShape;
   // The weight gradient's (K, (C, S, R)) with C fastest is KRSC memory.
   using LayoutOut = cute::conditional_t<kWgrad, cutlass::layout::TensorKCSR, cutlass::layout::TensorNHWC>;
   using Fusion = cute::conditional_t<kWgrad, cutlass::epilogue::fusion::LinearCombination<Out, float, void, float>,
@@ -75,14 +80,6 @@ struct Kernel {
   using ElementT = Element;
   static constexpr Operator kOp = Op;
 };
-
-// Tiles: 128 output pixels x 64 or 128 output channels; half types slice the reduction 64 deep, float32
-// (TF32, 4-byte elements) 32 deep, for the same shared-memory stage size. The weight gradient's M is the
-// output channels and its N the R*S*C filter taps: 64 x 64 tiles, the reduction over pixels 64 deep.
-using TileN64 = Shape<_128, _64, Shape<_64>>;
-using TileN128 = Shape<_128, _128, Shape<_64>>;
-using TileTf32 = Shape<_128, _64, Shape<_32>>;
-using TileWgrad = Shape<_64, Shape<_64>, Shape<_64>>;
 
 template <Operator Op>
 typename cutlass::conv::ConvProblemShape<Op, 2> problem(const Geometry& g) {
@@ -114,7 +111,7 @@ typename K::StrideD output_stride(const typename K::Problem& ps) {
   return d;
 }
 
-cutlass::KernelHardwareInfo hardware(const at::Tensor& t) {
+inline cutlass::KernelHardwareInfo hardware(const at::Tensor& t) {
   cutlass::KernelHardwareInfo hw;
   hw.device_id = t.get_device();
   hw.sm_count = at::cuda::getDeviceProperties(hw.device_id)->multiProcessorCount;
@@ -165,59 +162,4 @@ Refusal run(const Geometry& g, const void* a, const void* b, const void* bias, v
   return Refusal::kNone;
 }
 
-} // namespace
-
-Refusal forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& y,
-                const Geometry& g) {
-  const auto go = [&](auto kernel) {
-    return run<decltype(kernel)>(g, x.const_data_ptr(), w.const_data_ptr(),
-                                 bias.defined() ? bias.const_data_ptr() : nullptr, y.data_ptr(), x);
-  };
-  // Wide tiles only where there are enough output channels to fill them. The narrow tile runs four stages, not
-  // as many as fit: with the automatic count one CTA fills an SM's shared memory and the GPU stalls between
-  // tiles (64 -> 64 channels 3x3 at 56x56: 1.50x cuDNN's time with it, 1.20x with four stages, H100).
-  switch (x.scalar_type()) {
-    case at::kHalf:
-      return g.K > 64 ? go(Kernel<Operator::kFprop, cutlass::half_t, TileN128>{})
-                      : go(Kernel<Operator::kFprop, cutlass::half_t, TileN64, 4>{});
-    case at::kBFloat16:
-      return g.K > 64 ? go(Kernel<Operator::kFprop, cutlass::bfloat16_t, TileN128>{})
-                      : go(Kernel<Operator::kFprop, cutlass::bfloat16_t, TileN64, 4>{});
-    case at::kFloat:
-      return go(Kernel<Operator::kFprop, float, TileTf32>{});
-    default:
-      return Refusal::kDtype;
-  }
-}
-
-Refusal input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g) {
-  const auto go = [&](auto kernel) {
-    return run<decltype(kernel)>(g, grad_out.const_data_ptr(), w.const_data_ptr(), nullptr, grad_input.data_ptr(),
-                                 grad_out);
-  };
-  // The GEMM's N is the input channels: 128-wide tiles past 64 of them, as in the forward.
-  switch (grad_out.scalar_type()) {
-    case at::kHalf:
-      return g.C > 64 ? go(Kernel<Operator::kDgrad, cutlass::half_t, TileN128>{})
-                      : go(Kernel<Operator::kDgrad, cutlass::half_t, TileN64, 4>{});
-    case at::kBFloat16:
-      return g.C > 64 ? go(Kernel<Operator::kDgrad, cutlass::bfloat16_t, TileN128>{})
-                      : go(Kernel<Operator::kDgrad, cutlass::bfloat16_t, TileN64, 4>{});
-    default:
-      return Refusal::kDtype;
-  }
-}
-
-Refusal weight_grad(const void* grad_out, const void* x, float* partial, const Geometry& g, const at::Tensor& like) {
-  const auto go = [&](auto kernel) { return run<decltype(kernel)>(g, grad_out, x, nullptr, partial, like); };
-  switch (like.scalar_type()) {
-    case at::kHalf:
-      return go(Kernel<Operator::kWgrad, cutlass::half_t, TileWgrad>{});
-    case at::kBFloat16:
-      return go(Kernel<Operator::kWgrad, cutlass::bfloat16_t, TileWgrad>{});
-    default:
-      return Refusal::kDtype;
-  }
-}
-
-} // namespace customops::cuda::implicit_gemm
+} // namespace customops::cuda::implicit_gemm::sm90
