@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vec_store.h"
 
 namespace customops::cpu::CPU_CAPABILITY {
 namespace {
@@ -36,23 +37,56 @@ void transpose_scalar(const S* src, int64_t ld_src, D* dst, int64_t ld_dst, int6
   }
 }
 
-// dst[j * ld_dst + i] = src[i * ld_src + j] for i < M, j < N, converting S to D.
-template <typename S, typename D>
-void transpose(const S* src, int64_t ld_src, D* dst, int64_t ld_dst, int64_t M, int64_t N) {
-  if constexpr (std::is_same_v<S, float> && std::is_same_v<D, float>) {
+// dst[j * ld_dst + i] = src[i * ld_src + j] for i < M, j < N (float or double).
+template <typename T>
+void transpose(const T* src, int64_t ld_src, T* dst, int64_t ld_dst, int64_t M, int64_t N) {
+  if constexpr (std::is_same_v<T, float>) {
     // ATen's square float tile transposes are vector code on AVX2 (8x8) and
     // AVX512 (16x16); scalar in the DEFAULT build.
-    constexpr int T = Vec<float>::size();
-    const int64_t M0 = M / T * T, N0 = N / T * T;
-    for (int64_t i = 0; i < M0; i += T) {
-      for (int64_t j = 0; j < N0; j += T) {
-        at::vec::transpose_mxn<float, T, T>(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
+    constexpr int K = Vec<float>::size();
+    const int64_t M0 = M / K * K, N0 = N / K * K;
+    for (int64_t i = 0; i < M0; i += K) {
+      for (int64_t j = 0; j < N0; j += K) {
+        at::vec::transpose_mxn<float, K, K>(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
       }
     }
     transpose_scalar(src, ld_src, dst, ld_dst, 0, M0, N0, N);
     transpose_scalar(src, ld_src, dst, ld_dst, M0, M, 0, N);
   } else {
     transpose_scalar(src, ld_src, dst, ld_dst, 0, M, 0, N);
+  }
+}
+
+// The same from scalar_t rows into opmath: half types are widened a row at a
+// time into `scratch` (M x N) with vector conversions, then transposed as
+// float (a scalar transpose that converts each element took longer than the
+// sums).
+template <typename scalar_t, typename opmath_t>
+void transpose_in(const scalar_t* src, int64_t ld_src, opmath_t* dst, int64_t ld_dst, int64_t M, int64_t N,
+                  opmath_t* scratch) {
+  if constexpr (std::is_same_v<scalar_t, opmath_t>) {
+    transpose(src, ld_src, dst, ld_dst, M, N);
+  } else {
+    for (int64_t i = 0; i < M; ++i) at::vec::convert(src + i * ld_src, scratch + i * N, N);
+    transpose(scratch, N, dst, ld_dst, M, N);
+  }
+}
+
+// And back: opmath to scalar_t rows, half types transposed as float into
+// `scratch` (N x M) and narrowed a vector at a time.
+template <typename opmath_t, typename scalar_t>
+void transpose_out(const opmath_t* src, int64_t ld_src, scalar_t* dst, int64_t ld_dst, int64_t M, int64_t N,
+                   opmath_t* scratch) {
+  if constexpr (std::is_same_v<scalar_t, opmath_t>) {
+    transpose(src, ld_src, dst, ld_dst, M, N);
+  } else {
+    constexpr int64_t V = Vec<opmath_t>::size();
+    transpose(src, ld_src, scratch, M, M, N);
+    for (int64_t j = 0; j < N; ++j) {
+      for (int64_t i = 0; i < M; i += V) {
+        store_lanes(Vec<opmath_t>::loadu(scratch + j * M + i), dst + j * ld_dst + i, M - i);
+      }
+    }
   }
 }
 
@@ -115,12 +149,13 @@ void forward(const conv::DepthwisePlan& p) {
   scalar_t* out = p.out.data_ptr<scalar_t>();
   at::parallel_for(0, s.N * blocks, 1, [&](int64_t begin, int64_t end) {
     // buf is vector-aligned so that every input load is.
-    std::vector<opmath_t> storage(rows * cols * V + (n_taps + 1 + P) * V + V);
+    std::vector<opmath_t> storage(rows * cols * V + (n_taps + 1 + P) * V + V + V * std::max<int64_t>(cols, P));
     const auto misalign = reinterpret_cast<uintptr_t>(storage.data()) % (V * sizeof(opmath_t));
     opmath_t* buf = storage.data() + (misalign == 0 ? 0 : (V * sizeof(opmath_t) - misalign) / sizeof(opmath_t));
     opmath_t* tapv = buf + rows * cols * V;
     opmath_t* biasv = tapv + n_taps * V;
     opmath_t* tile = biasv + V;
+    opmath_t* scratch = tile + P * V;  // half types' conversions
     for (int64_t task = begin; task < end; ++task) {
       const int64_t n = task / blocks, c0 = task % blocks * V, vc = std::min(V, s.C - c0);
       // Lanes past the last channel compute zeros that are never stored.
@@ -143,14 +178,14 @@ void forward(const conv::DepthwisePlan& p) {
           std::fill(row, row + left * V, opmath_t(0));
           std::fill(row + (left + in_cols) * V, row + cols * V, opmath_t(0));
         }
-        transpose(plane + y * s.W, HW, row + left * V, V, vc, in_cols);
+        transpose_in(plane + y * s.W, HW, row + left * V, V, vc, in_cols, scratch);
       }
       scalar_t* dst = out + (n * s.C + c0) * L;
       for (int64_t oy = 0; oy < s.out_h; ++oy) {
         for (int64_t ox = 0; ox < out_wp; ox += P) {
           pixels<P>(buf + (oy * w.sh * cols + ox * w.sw) * V, w.dh * cols * V, w.sw * V, w.dw * V, tapv, w.kh, w.kw,
                     biasv, tile);
-          transpose(tile, V, dst + oy * s.out_w + ox, L, std::min<int64_t>(P, s.out_w - ox), vc);
+          transpose_out(tile, V, dst + oy * s.out_w + ox, L, std::min<int64_t>(P, s.out_w - ox), vc, scratch);
         }
       }
     }

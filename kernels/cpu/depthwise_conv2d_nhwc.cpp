@@ -52,6 +52,7 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/vec_store.h"
 
 namespace customops::cpu::CPU_CAPABILITY {
 namespace {
@@ -201,23 +202,6 @@ class Rows {
   Aligned<opmath_t> buf_;
   std::vector<int64_t> tags_;  // the row (n * height + y) each slot holds
 };
-
-// The first n (<= V) lanes of v to dst.
-template <typename opmath_t, typename out_t>
-C10_ALWAYS_INLINE void store_lanes(const Vec<opmath_t>& v, out_t* dst, int64_t n) {
-  constexpr int64_t V = Vec<opmath_t>::size();
-  if constexpr (std::is_same_v<out_t, opmath_t>) {
-    if (n >= V) {
-      v.store(dst);
-    } else if (n > 0) {
-      v.store(dst, n);
-    }
-  } else {
-    opmath_t lanes[V];
-    v.store(lanes);
-    at::vec::convert(lanes, dst, std::min(n, V));
-  }
-}
 
 // dst[0..n) = src[0..n) with non-temporal stores where the ISA has them: a
 // large output is written without first reading its lines into the cache.
