@@ -92,10 +92,11 @@ class Config:
     def memory_format(self) -> torch.memory_format:
         return torch.channels_last if self.channels_last else torch.contiguous_format
 
-    def autocast_context(self, device: torch.device) -> contextlib.AbstractContextManager:
+    def autocast_context(self, device: torch.device, cache: bool = True) -> contextlib.AbstractContextManager:
         if self.autocast is None:
             return contextlib.nullcontext()
-        return torch.autocast(device.type, dtype=self.autocast)
+        # CUDA graphs need the cast cache off: a cached cast made during capture would outlive the graph's pool.
+        return torch.autocast(device.type, dtype=self.autocast, cache_enabled=cache)
 
 
 CONFIGS = {
@@ -129,6 +130,7 @@ class Row:
     swapped: int = 0
     train_ms: tuple[float, float] = (float("nan"), float("nan"))  # (original, converted)
     infer_ms: tuple[float, float] = (float("nan"), float("nan"))
+    graph_ms: tuple[float, float] = (float("nan"), float("nan"))  # the training step replayed as a CUDA graph
     goal: float = float("nan")
     peak_gib: float | None = None
     check: str = ""
@@ -142,16 +144,22 @@ class Row:
     def infer_ratio(self) -> float:
         return self.infer_ms[1] / self.infer_ms[0]
 
+    @property
+    def graph_ratio(self) -> float:
+        return self.graph_ms[1] / self.graph_ms[0]
+
     def cells(self) -> tuple[str, ...]:
         met = "met" if self.train_ratio <= self.goal else "missed"
         peak = "—" if self.peak_gib is None else f"{self.peak_gib:.1f}"
         return (self.model, self.input, self.config, str(self.swapped), f"{self.train_ms[0]:.2f}",
                 f"{self.train_ms[1]:.2f}", f"{self.train_ratio:.2f}", f"<= {self.goal:g} {met}",
-                f"{self.infer_ms[0]:.2f}", f"{self.infer_ms[1]:.2f}", f"{self.infer_ratio:.2f}", peak, self.check)
+                f"{self.infer_ms[0]:.2f}", f"{self.infer_ms[1]:.2f}", f"{self.infer_ratio:.2f}",
+                *(f"{v:.2f}" if v == v else "—" for v in (*self.graph_ms, self.graph_ratio)), peak, self.check)
 
 
 HEADER = ("model", "input", "config", "swapped", "train orig ms", "train conv ms", "train conv/orig", "goal",
-          "infer orig ms", "infer conv ms", "infer conv/orig", "peak GiB", "check")
+          "infer orig ms", "infer conv ms", "infer conv/orig", "graphed train orig ms", "graphed train conv ms",
+          "graphed conv/orig", "peak GiB", "check")
 
 
 def loss_of(output: Tensor) -> Tensor:
@@ -160,14 +168,42 @@ def loss_of(output: Tensor) -> Tensor:
     return output.to(torch.promote_types(output.dtype, torch.float32)).square().mean()
 
 
-def train_step(model: nn.Module, x: Tensor, config: Config) -> Callable[[], None]:
+def train_step(model: nn.Module, x: Tensor, config: Config, autocast_cache: bool = True) -> Callable[[], None]:
     def step() -> None:
         model.zero_grad(set_to_none=True)
-        with config.autocast_context(x.device):
+        with config.autocast_context(x.device, cache=autocast_cache):
             output = model(x)
         loss_of(output).backward()
 
     return step
+
+
+def graphed(step: Callable[[], None], device: torch.device) -> tuple[torch.cuda.CUDAGraph, Callable[[], None]]:
+    """The step captured as a CUDA graph, and its replay: the step's kernels with no host work between them,
+    so that the time is the GPU's alone (the eager step's time also holds the host's, which on a slow host
+    sets the pace). Warm-up on a side stream first, as torch.cuda.graph's documentation asks."""
+    side = torch.cuda.Stream(device)
+    side.wait_stream(torch.cuda.current_stream(device))
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream(device).wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    return graph, graph.replay
+
+
+def graphed_train_ms(models: list[nn.Module], x: Tensor, config: Config, warmup: int,
+                     repeats: int) -> tuple[float, ...]:
+    """Median GPU time of each model's training step replayed as a CUDA graph, interleaved as the eager ones."""
+    graphs = [graphed(train_step(m, x, config, autocast_cache=False), x.device) for m in models]
+    try:
+        return tuple(interleaved_ms([replay for _, replay in graphs], x.device, warmup, repeats))
+    finally:
+        del graphs
+        for m in models:
+            m.zero_grad(set_to_none=True)  # the gradients live in the graphs' memory pools
 
 
 def infer_step(model: nn.Module, x: Tensor, config: Config) -> Callable[[], None]:
@@ -291,6 +327,11 @@ def run_config(name: str, spec: ModelSpec, pristine: nn.Module, config_name: str
     original.train(), converted.train()
     row.train_ms = tuple(interleaved_ms([train_step(original, x, config), train_step(converted, x, config)],
                                         device, warmup, repeats))
+    if device.type == "cuda":
+        try:
+            row.graph_ms = graphed_train_ms([original, converted], x, config, warmup, repeats)
+        except Exception:  # noqa: BLE001  (an uncapturable step leaves the columns empty, not the row)
+            traceback.print_exc()
     original.eval(), converted.eval()
     row.infer_ms = tuple(interleaved_ms([infer_step(original, x, config), infer_step(converted, x, config)],
                                         device, warmup, repeats))
@@ -416,6 +457,9 @@ def main(argv: list[str] | None = None) -> int:
             f"Times are medians of {repeats} steps after {warmup} warm-up step(s), original and converted "
             "alternating step by step (CUDA events on GPU, wall clock on CPU), with PyTorch's defaults "
             f"(cuDNN TF32 {torch.backends.cudnn.allow_tf32}, cudnn.benchmark {torch.backends.cudnn.benchmark}); "
+            "graphed: the same training step captured once as a CUDA graph (autocast's cast cache off, as graphs "
+            "need) and replayed, timed the same way: the GPU's time alone, with no host work between kernels "
+            "(on a host slower than its GPU the eager step's time is the host's). "
             "conv/orig below 1 means the converted model is faster; goal: the issue's target for the training "
             "ratio. peak GiB: the most memory allocated on the GPU while the row ran; "
             "peak GiB includes the check's float64 copy of the original. "
