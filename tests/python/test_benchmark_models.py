@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 import customops
+from conftest import requires_cuda
 from customops.benchmark import models
 from customops.benchmark.replknet import RepLKStage
 
@@ -49,6 +50,28 @@ def test_cli_runs_checks_and_writes_markdown(tmp_path, capsys):
         ratios = [float(cell) for cell in row.split(" | ")[6:11:4]]  # train and infer conv/orig
         assert all(r > 0 for r in ratios), row
     assert (tmp_path / "models.png").stat().st_size > 0
+
+
+def test_cpu_rows_leave_the_graphed_columns_empty(tmp_path):
+    md = tmp_path / "models.md"
+    assert models.main(QUICK + ["--models", "replknet31", "--configs", "float32-nchw", "--markdown", str(md)]) == 0
+    row = next(line for line in md.read_text().splitlines() if line.startswith("| replknet31"))
+    assert row.split(" | ")[11:14] == ["—", "—", "—"], row
+
+
+@requires_cuda
+def test_cuda_rows_time_the_graphed_training_step(tmp_path):
+    """On CUDA the training step is captured as a CUDA graph (autocast too) and its replays timed."""
+    md = tmp_path / "models.md"
+    argv = ["--device", "cuda", "--quick", "--repeats", "2", "--warmup", "1", "--models", "replknet31",
+            "--configs", "float32-channels_last,bf16-nchw", "--markdown", str(md)]
+    assert models.main(argv) == 0
+    rows = [line for line in md.read_text().splitlines() if line.startswith("| replknet31")]
+    assert len(rows) == 2
+    for row in rows:
+        original, converted, ratio = (float(cell) for cell in row.split(" | ")[11:14])
+        assert original > 0 and converted > 0, row
+        assert ratio == pytest.approx(converted / original, rel=0.05, abs=0.01), row
 
 
 def test_a_wrong_conversion_fails_the_check_and_the_exit_code(tmp_path, monkeypatch):

@@ -178,8 +178,8 @@ def train_step(model: nn.Module, x: Tensor, config: Config, autocast_cache: bool
     return step
 
 
-def graphed(step: Callable[[], None], device: torch.device) -> tuple[torch.cuda.CUDAGraph, Callable[[], None]]:
-    """The step captured as a CUDA graph, and its replay: the step's kernels with no host work between them,
+def graphed(step: Callable[[], None], device: torch.device) -> torch.cuda.CUDAGraph:
+    """The step captured as a CUDA graph, whose replay runs the step's kernels with no host work between them,
     so that the time is the GPU's alone (the eager step's time also holds the host's, which on a slow host
     sets the pace). Warm-up on a side stream first, as torch.cuda.graph's documentation asks."""
     side = torch.cuda.Stream(device)
@@ -191,7 +191,7 @@ def graphed(step: Callable[[], None], device: torch.device) -> tuple[torch.cuda.
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         step()
-    return graph, graph.replay
+    return graph
 
 
 def graphed_train_ms(models: list[nn.Module], x: Tensor, config: Config, warmup: int,
@@ -199,7 +199,7 @@ def graphed_train_ms(models: list[nn.Module], x: Tensor, config: Config, warmup:
     """Median GPU time of each model's training step replayed as a CUDA graph, interleaved as the eager ones."""
     graphs = [graphed(train_step(m, x, config, autocast_cache=False), x.device) for m in models]
     try:
-        return tuple(interleaved_ms([replay for _, replay in graphs], x.device, warmup, repeats))
+        return tuple(interleaved_ms([g.replay for g in graphs], x.device, warmup, repeats))
     finally:
         del graphs
         for m in models:
