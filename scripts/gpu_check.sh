@@ -45,13 +45,13 @@ python3 -m customops.benchmark --device cuda --markdown "docs/benchmarks/cuda_${
   --plot "docs/benchmarks/cuda_${tag}.png" 2>&1 | tee "$OUT/bench.log" || status=1
 python3 -m customops.benchmark.breakdown --markdown "docs/benchmarks/cuda_${tag}.md" 2>&1 \
   | tee -a "$OUT/bench.log" || status=1
-python3 -m customops.benchmark.models --device cuda --markdown "docs/benchmarks/models_${tag}.md" \
-  --plot "docs/benchmarks/models_${tag}.png" 2>&1 | tee -a "$OUT/bench.log" || status=1
-python3 -m customops.benchmark.layers --device cuda --markdown "docs/benchmarks/layers_${tag}.md" 2>&1 \
+python3 -m customops.benchmark.models --device cuda --markdown "docs/benchmarks/models_cuda_${tag}.md" \
+  --plot "docs/benchmarks/models_cuda_${tag}.png" 2>&1 | tee -a "$OUT/bench.log" || status=1
+python3 -m customops.benchmark.layers --device cuda --markdown "docs/benchmarks/layers_cuda_${tag}.md" 2>&1 \
   | tee -a "$OUT/bench.log" || status=1
 python3 -m customops.benchmark.conv2d --markdown "docs/benchmarks/conv2d_${tag}.md" 2>&1 \
   | tee -a "$OUT/bench.log" || status=1
-cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_${tag}".* "docs/benchmarks/layers_${tag}.md" \
+cp "docs/benchmarks/cuda_${tag}".* "docs/benchmarks/models_cuda_${tag}".* "docs/benchmarks/layers_cuda_${tag}.md" \
   "docs/benchmarks/conv2d_${tag}.md" "$OUT/" 2>/dev/null
 python3 -m customops.demo --runner "$CUSTOMOPS_BUILD_DIR/examples/customops_torchscript" \
   --aoti-runner "$CUSTOMOPS_BUILD_DIR/examples/customops_aoti" 2>&1 | tee -a "$OUT/bench.log" || status=1
