@@ -149,13 +149,15 @@ void forward(const conv::DepthwisePlan& p) {
   scalar_t* out = p.out.data_ptr<scalar_t>();
   at::parallel_for(0, s.N * blocks, 1, [&](int64_t begin, int64_t end) {
     // buf is vector-aligned so that every input load is.
-    std::vector<opmath_t> storage(rows * cols * V + (n_taps + 1 + P) * V + V + V * std::max<int64_t>(cols, P));
+    // Half types convert through a scratch of V rows of the wider of a staged row and a tile.
+    const int64_t scratch_elems = std::is_same_v<scalar_t, opmath_t> ? 0 : V * std::max<int64_t>(cols, P);
+    std::vector<opmath_t> storage(rows * cols * V + (n_taps + 1 + P) * V + V + scratch_elems);
     const auto misalign = reinterpret_cast<uintptr_t>(storage.data()) % (V * sizeof(opmath_t));
     opmath_t* buf = storage.data() + (misalign == 0 ? 0 : (V * sizeof(opmath_t) - misalign) / sizeof(opmath_t));
     opmath_t* tapv = buf + rows * cols * V;
     opmath_t* biasv = tapv + n_taps * V;
     opmath_t* tile = biasv + V;
-    opmath_t* scratch = tile + P * V;  // half types' conversions
+    opmath_t* scratch = tile + P * V;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t n = task / blocks, c0 = task % blocks * V, vc = std::min(V, s.C - c0);
       // Lanes past the last channel compute zeros that are never stored.
