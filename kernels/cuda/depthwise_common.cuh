@@ -52,12 +52,28 @@ struct TapWalk {
 
 namespace depthwise_detail {
 
+// kSumRows threads of a block column add every kSumRows-th part of one
+// element (so the loads of a warp are 32 consecutive elements), then the
+// column's sums are added in row order: a fixed order, whatever the grid.
+// (One thread an element, adding hundreds of parts in turn, took about 20 us
+// for a 3x3 weight gradient of 144 channels from 264 parts on an H100.)
+constexpr int kSumRows = 8;
+
 template <typename opmath_t, typename scalar_t>
-__global__ void sum_parts_kernel(const opmath_t* __restrict__ partial, int64_t parts, int64_t n,
-                                 scalar_t* __restrict__ out) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    opmath_t sum = 0;
-    for (int64_t k = 0; k < parts; ++k) sum += partial[k * n + i];
+__global__ void __launch_bounds__(32 * kSumRows) sum_parts_kernel(const opmath_t* __restrict__ partial,
+                                                                  int64_t parts, int64_t n,
+                                                                  scalar_t* __restrict__ out) {
+  __shared__ opmath_t s_sum[kSumRows][32];
+  const int64_t i = blockIdx.x * int64_t(32) + threadIdx.x;
+  opmath_t sum = 0;
+  if (i < n) {
+    for (int64_t k = threadIdx.y; k < parts; k += kSumRows) sum += partial[k * n + i];
+  }
+  s_sum[threadIdx.y][threadIdx.x] = sum;
+  __syncthreads();
+  if (threadIdx.y == 0 && i < n) {
+#pragma unroll
+    for (int r = 1; r < kSumRows; ++r) sum += s_sum[r][threadIdx.x];
     out[i] = static_cast<scalar_t>(sum);
   }
 }
@@ -65,7 +81,7 @@ __global__ void sum_parts_kernel(const opmath_t* __restrict__ partial, int64_t p
 } // namespace depthwise_detail
 
 // The weight gradient, of the given sizes, from the blocks' partial sums
-// (parts, ...): added part after part (a fixed order) and rounded to `dtype` in
+// (parts, ...): added in a fixed order (sum_parts_kernel) and rounded to `dtype` in
 // one launch. (at::sum then a cast are two more operators on the host, and in a
 // host-bound training step the host's time is the step's.)
 inline at::Tensor sum_parts(const at::Tensor& partial, at::ScalarType dtype, at::IntArrayRef sizes) {
@@ -75,8 +91,9 @@ inline at::Tensor sum_parts(const at::Tensor& partial, at::ScalarType dtype, at:
   if (parts == 0) return out.zero_();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, dtype, "depthwise_sum_parts", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
+    const auto blocks = static_cast<unsigned>((n + 31) / 32);  // n: a weight's elements
     depthwise_detail::sum_parts_kernel<opmath_t, scalar_t>
-        <<<launch::blocks_for(n), launch::kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
+        <<<blocks, dim3(32, depthwise_detail::kSumRows), 0, at::cuda::getCurrentCUDAStream()>>>(
             partial.const_data_ptr<opmath_t>(), parts, n, out.data_ptr<scalar_t>());
     C10_CUDA_KERNEL_LAUNCH_CHECK();
   });
