@@ -11,7 +11,8 @@
 // missing taps skipped, never multiplied as zeros (0 * inf would be a NaN).
 //
 // 3x3 windows in float and double first try the column kernels
-// (depthwise_conv2d_nhwc_columns.cu: registers, no staging), faster there.
+// (depthwise_conv2d_nhwc_columns.cu: registers, no staging), faster there;
+// so does their weight gradient in every dtype.
 //
 // Forward (output channel o reads input channel o / m) and the input gradient
 // at unit stride with m == 1 (the same correlation over grad_out with flipped
@@ -21,7 +22,9 @@
 // Other input gradients, and windows too large for shared memory, take direct
 // kernels (one thread per pixel and V lanes, a fixed order of taps).
 //
-// Weight gradient: a block owns 32 bytes of each pixel's channels and a band
+// Weight gradient: 3x3 windows at row stride 1 or 2 take the column kernel
+// (depthwise_conv2d_nhwc_column_wgrad.cu). Otherwise a block owns 32 bytes of
+// each pixel's channels and a band
 // of kernel rows, and sums the products of a contiguous range of tiles of
 // output positions (thread: V lanes, one kernel row, TJ taps, one row of each
 // tile, sliding as above); the block's row groups are added in group order and
@@ -1183,9 +1186,15 @@ at::Tensor weight_grad(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& 
   const auto opmath = at::toOpMathType(p.x.scalar_type());
   if (bp.gout.numel() == 0) return at::zeros(weight.sizes(), weight.options());
   const auto stream = at::cuda::getCurrentCUDAStream();
+  const auto options = p.x.options().dtype(opmath);
+  columns::GradProblem c{p.x.const_data_ptr(), bp.gout.const_data_ptr(), p.x.scalar_type(), g.batch, g.dst_c,
+                         g.src_h, g.src_w, g.dst_h, g.dst_w};
+  c.kh = g.kh, c.kw = g.kw, c.sh = g.sh, c.sw = g.sw, c.dh = g.dh, c.dw = g.dw, c.ph = g.ph, c.pw = g.pw, c.m = g.m;
+  if (auto parts = columns::weight_grad_parts(c, options, stream)) {
+    return sum_parts(*parts, p.x.scalar_type(), weight.sizes());
+  }
   at::Tensor partial;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "depthwise_conv2d_nhwc_weight_grad", [&] {
-    const auto options = p.x.options().dtype(opmath);
     auto tiled = launch_weight_grad(source<scalar_t>(p.x, g.m), source<scalar_t>(bp.gout, 1), g, options, stream);
     partial = tiled ? *tiled
                     : direct_weight_grad(p.x.const_data_ptr<scalar_t>(), bp.gout.const_data_ptr<scalar_t>(), g,

@@ -1,8 +1,9 @@
 """depthwise_conv2d on CUDA for channels_last inputs: the NHWC kernels
 (kernels/cuda/depthwise_conv2d_nhwc*.cu) against F.conv2d in float64 on the CPU,
-their output layout, and run-to-run determinism. 3x3 windows in float and
-double run the column kernels by default and the row-streaming kernels under
-CUSTOMOPS_DEPTHWISE_ALGO=rows; both are checked."""
+their output layout, and run-to-run determinism. 3x3 windows run the column
+kernels by default (the correlations in float and double, the weight gradient
+at row stride 1 or 2 in every dtype) and the row-streaming and tiled kernels
+under CUSTOMOPS_DEPTHWISE_ALGO=rows; both are checked."""
 
 from __future__ import annotations
 
@@ -49,6 +50,12 @@ CASES = [
     (2, 40, 13, 11, 1, (3, 3), 2, 1, 1),  # stride 2, odd sizes
     (1, 12, 16, 9, 1, (3, 3), (1, 2), (0, 1), 1),  # strides and padding differing by dimension
     (2, 8, 30, 3, 1, (3, 3), 1, 0, 1),  # no padding, a column narrower than the window plus one
+    # The 3x3 column weight gradient (every dtype): a thread's lanes of a column, a block's channel groups.
+    (1, 16, 70, 9, 1, (3, 3), 1, 1, 1),  # one image: columns split into runs of rows (halo rows re-read)
+    (1, 1032, 5, 6, 1, (3, 3), 1, 1, 1),  # more than 256 groups of lanes: two or three channel shares
+    (2, 24, 12, 13, 1, (3, 3), (1, 3), (2, 0), 1),  # stride along the rows only, padding past the window
+    (1, 16, 9, 30, 1, (3, 3), 2, 0, 1),  # stride 2, no padding: the run's last step holds only a lower tap row
+    (2, 16, 14, 13, 1, (3, 3), 3, 1, 1),  # stride 3: the tiled weight gradient
 ]
 ALGOS = ["default", "rows"]
 
@@ -227,9 +234,10 @@ def test_no_layout_conversion():
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_column_kernels_run_where_supported(dtype, monkeypatch):
     """3x3 float and double forward and unit-stride input gradient run the
-    column kernels; half types, CUSTOMOPS_DEPTHWISE_ALGO=rows, a 5x5 window,
-    dilation or a channel count the lanes do not divide run the row-streaming
-    kernels instead."""
+    column kernels, and the 3x3 weight gradient at row stride 1 or 2 does in
+    every dtype; half types' correlations, a weight gradient at stride 3,
+    CUSTOMOPS_DEPTHWISE_ALGO=rows, a 5x5 window, dilation or a channel count
+    the lanes do not divide run the row-streaming and tiled kernels instead."""
 
     def names(case):
         x, weight, _, (s, p, d) = _inputs(case, dtype, requires_grad=False)
@@ -237,20 +245,25 @@ def test_column_kernels_run_where_supported(dtype, monkeypatch):
         y = customops.depthwise_conv2d(x, weight, None, s, p, d)
         return _kernel_names(lambda: (customops.depthwise_conv2d(x, weight, None, s, p, d),
                                       torch.ops.customops.depthwise_conv2d_backward(
-                                          y, x, weight, pair(s), pair(p), pair(d), [True, False, False])))
+                                          y, x, weight, pair(s), pair(p), pair(d), [True, True, False])))
 
-    def columns(case):
-        return [n for n in names(case) if "column_corr" in n]
+    def columns(case, kind="column_corr"):
+        return [n for n in names(case) if kind in n]
 
-    lanes = 2 if dtype == torch.float64 else 4
+    lanes = 16 // torch.empty((), dtype=dtype).element_size()  # a thread's 16 bytes
+    unit, strided = (2, 8 * lanes, 9, 11, 1, (3, 3), 1, 1, 1), (2, 8 * lanes, 9, 11, 1, (3, 3), 2, 1, 1)
+    assert len(columns(unit, "column_weight_grad")) == 1
+    assert len(columns(strided, "column_weight_grad")) == 1
+    assert not columns((2, 8 * lanes, 9, 11, 1, (3, 3), 3, 1, 1), "column_weight_grad")
     if dtype in (torch.float16, torch.bfloat16):
-        assert not columns((2, 32, 9, 11, 1, (3, 3), 1, 1, 1))
-        return
-    assert len(columns((2, 8 * lanes, 9, 11, 1, (3, 3), 1, 1, 1))) == 2  # forward and input gradient
-    assert len(columns((2, 8 * lanes, 9, 11, 1, (3, 3), 2, 1, 1))) == 1  # the strided input gradient gathers
+        assert not columns(unit)
+    else:
+        assert len(columns(unit)) == 2  # forward and input gradient
+        assert len(columns(strided)) == 1  # the strided input gradient gathers
     for case in [(2, 8 * lanes, 9, 11, 1, (5, 5), 1, 2, 1), (2, 8 * lanes, 9, 11, 1, (3, 3), 1, 2, 2),
                  (2, 8 * lanes + 1, 9, 11, 1, (3, 3), 1, 1, 1)]:
-        assert not columns(case), case
+        assert not columns(case, "column_"), case
     monkeypatch.setenv("CUSTOMOPS_DEPTHWISE_ALGO", "rows")
-    got = names((2, 8 * lanes, 9, 11, 1, (3, 3), 1, 1, 1))
-    assert not [n for n in got if "column_corr" in n] and [n for n in got if "row_corr" in n], got
+    got = names(unit)
+    assert not [n for n in got if "column_" in n] and [n for n in got if "row_corr" in n], got
+    assert [n for n in got if "weight_grad_tile" in n], got
