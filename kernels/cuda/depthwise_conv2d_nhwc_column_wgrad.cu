@@ -79,9 +79,10 @@ __device__ __forceinline__ void widen(const launch::Pack<scalar_t, V>& pack, at:
 // S: the row stride (1 or 2). Two blocks a multiprocessor: up to 128
 // registers a thread. D: steps whose loads are issued ahead of the one being
 // added, so that a thread keeps D * (1 + 3 * S) loads in flight (one that
-// waited for each row's loads before the next moved a third of the copy
-// bandwidth; with D = 2 the float kernel moved 94% of it on MobileNetV2's
-// 144 x 56 x 56 layer, where D = 3 spilled registers and moved 45%).
+// waited for each row's loads before the next moved 27-45% of the copy
+// bandwidth in float; with D = 2 the float kernel moved 94% of it on
+// MobileNetV2's 144 x 56 x 56 layer, where D = 3 spilled registers and moved
+// 45%).
 template <typename scalar_t, int BYTES, int S, int D>
 __global__ void __launch_bounds__(kThreads, 2) column_weight_grad_kernel(GradArgs<scalar_t> a) {
   using opmath_t = at::opmath_type<scalar_t>;
