@@ -15,3 +15,13 @@ requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture
+def one_thread():
+    """For smoke runs of the benchmarks, not measurements: on a busy machine OpenMP threads waiting for each
+    other take ten times the work's own time."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

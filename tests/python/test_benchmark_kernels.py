@@ -5,13 +5,7 @@ import torch
 
 from customops.benchmark import kernels
 
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_profile_finds_the_swapped_operators():

@@ -10,16 +10,7 @@ from customops.benchmark import models
 from customops.benchmark.replknet import RepLKStage
 
 QUICK = ["--device", "cpu", "--quick", "--repeats", "1", "--warmup", "0"]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    # A smoke run, not a measurement: on a busy machine OpenMP threads waiting for each other take ten
-    # times the work's own time.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def test_replknet_stage_has_large_and_small_depthwise_branches():
