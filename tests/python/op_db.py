@@ -357,7 +357,8 @@ _CHANNELS_LAST_DEPTHWISE = [
     ((1, 3, 7, 9), (9, 1, 3, 3), True, 2, 4, 2, "channels_last_multiplier3_padding_gt_kernel"),
     ((2, 8, 9, 8), (8, 1, 31, 31), True, 1, 15, 1, "channels_last_k31"),
     ((2, 12, 7, 6), (12, 1, 3, 3), True, 1, 1, 1, "channels_last_permuted"),
-    ((2, 8, 9, 11), (8, 1, 3, 3), True, 2, 1, 1, "channels_last_k3_stride2"),  # CUDA float: the strided column kernel
+    # CUDA: the strided column kernels (the float forward; the weight gradient in every dtype)
+    ((2, 8, 9, 11), (8, 1, 3, 3), True, 2, 1, 1, "channels_last_k3_stride2"),
 ]
 
 _CHANNELS_LAST_CONVS = [
