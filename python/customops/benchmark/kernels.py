@@ -15,13 +15,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import copy
 from dataclasses import dataclass
 
 import torch
 from torch.autograd import DeviceType
-
-import customops
 
 from . import models
 
@@ -69,13 +66,9 @@ def kernel_times(step, device: torch.device, steps: int, warmup: int = 2) -> Ker
 def compare(name: str, config_name: str, device: torch.device, steps: int, quick: bool) -> tuple[KernelTimes, ...]:
     """The training step's kernel times of `name` and of its converted copy, in one configuration."""
     spec, config = models.MODELS[name], models.CONFIGS[config_name]
-    channels, size = spec.quick_input if quick else spec.input
-    batch = 2 if quick else spec.batch[device.type]
+    shape = models.input_shape(spec, device, quick)
     torch.manual_seed(0)
-    original = spec.build(channels).to(device, memory_format=config.memory_format)
-    converted, _ = customops.convert(copy.deepcopy(original), inplace=True)
-    converted = converted.to(memory_format=config.memory_format)
-    x = torch.randn(batch, channels, size, size, device=device).contiguous(memory_format=config.memory_format)
+    original, converted, _, x = models.model_pair(spec.build(shape[1]), config, shape, device)
     return tuple(kernel_times(models.train_step(m, x, config), device, steps) for m in (original, converted))
 
 

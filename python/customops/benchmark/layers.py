@@ -26,7 +26,7 @@ from torch import nn
 
 import customops
 
-from .models import CONFIGS, MODELS, Config, _names, device_name
+from .models import CONFIGS, MODELS, Config, _names, device_name, input_shape
 from .report import columns, markdown_table
 from .timing import median_ms
 
@@ -120,8 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     rows, totals = [], []
     for name in models:
         spec = MODELS[name]
-        channels, resolution = spec.quick_input if args.quick else spec.input
-        batch = 2 if args.quick else max(1, round(spec.batch[device.type] * args.batch_scale))
+        batch, channels, resolution, _ = input_shape(spec, device, args.quick, args.batch_scale)
         layers = depthwise_layers(spec.build(channels), (1, channels, resolution, resolution))
         for config_name in configs:
             total = {part: [0.0, 0.0] for part, _ in PARTS}

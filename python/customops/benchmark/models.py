@@ -307,18 +307,33 @@ def swapped_summary(report: customops.ConversionReport) -> str:
     return ", ".join(f"{n} {k}" for k, n in kinds.items()) or "nothing"
 
 
+def input_shape(spec: ModelSpec, device: torch.device, quick: bool, batch_scale: float = 1.0) -> tuple[int, ...]:
+    """The (batch, channels, size, size) input a model is benchmarked on."""
+    batch = 2 if quick else max(1, round(spec.batch[device.type] * batch_scale))
+    channels, size = spec.quick_input if quick else spec.input
+    return (batch, channels, size, size)
+
+
+def model_pair(pristine: nn.Module, config: Config, shape: tuple[int, ...],
+               device: torch.device) -> tuple[nn.Module, nn.Module, customops.ConversionReport, Tensor]:
+    """A copy of `pristine` on `device` in the configuration's memory format, its customops.convert'ed copy, the
+    conversion's report and a random input of `shape` in that format."""
+    original = copy.deepcopy(pristine).to(device, memory_format=config.memory_format)
+    converted, report = customops.convert(original, inplace=False)
+    converted = converted.to(memory_format=config.memory_format)
+    torch.manual_seed(2)
+    x = torch.randn(shape, device=device).contiguous(memory_format=config.memory_format)
+    return original, converted, report, x
+
+
 def run_config(name: str, spec: ModelSpec, pristine: nn.Module, config_name: str, shape: tuple[int, ...],
                device: torch.device, warmup: int, repeats: int) -> tuple[Row, str]:
     config = CONFIGS[config_name]
     row = Row(name, "x".join(map(str, shape)), config_name, goal=spec.goal)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    original = copy.deepcopy(pristine).to(device, memory_format=config.memory_format)
-    converted, report = customops.convert(original, inplace=False)
-    converted = converted.to(memory_format=config.memory_format)
+    original, converted, report, x = model_pair(pristine, config, shape, device)
     row.swapped = len(report)
-    torch.manual_seed(2)
-    x = torch.randn(shape, device=device).contiguous(memory_format=config.memory_format)
 
     row.check, row.ok = check(original, converted, [name for name, _, _ in report.swapped], x, config)
     if row.swapped == 0:
@@ -417,12 +432,10 @@ def main(argv: list[str] | None = None) -> int:
     swaps: dict[str, str] = {}
     for name in models:
         spec = MODELS[name]
-        batch = 2 if args.quick else max(1, round(spec.batch[device.type] * args.batch_scale))
-        channels, size = spec.quick_input if args.quick else spec.input
-        shape = (batch, channels, size, size)
+        shape = input_shape(spec, device, args.quick, args.batch_scale)
         torch.manual_seed(0)
         try:
-            pristine = spec.build(channels)
+            pristine = spec.build(shape[1])
         except Exception as e:  # noqa: BLE001  (torchvision missing: the other models still run)
             traceback.print_exc()
             rows += [error_row(name, shape, c, spec, e) for c in configs]
