@@ -10,9 +10,10 @@
 // taps. Tap blocks are the kernel width for 1, 3, 5, 7 and 4 otherwise, the
 // missing taps skipped, never multiplied as zeros (0 * inf would be a NaN).
 //
-// 3x3 windows in float and double first try the column kernels
-// (depthwise_conv2d_nhwc_columns.cu: registers, no staging), faster there;
-// so does their weight gradient in every dtype.
+// 3x3 windows at row stride 1 or 2 first try the column kernels
+// (depthwise_conv2d_nhwc_columns.cu: registers, no staging), faster there,
+// for the forward and the unit-stride input gradient in every dtype (half
+// types from 64 channels) and for the weight gradient.
 //
 // Forward (output channel o reads input channel o / m) and the input gradient
 // at unit stride with m == 1 (the same correlation over grad_out with flipped
@@ -1115,8 +1116,8 @@ Source<scalar_t> source(const at::Tensor& t, int m) {
   return {p, t.size(2), t.size(3), t.size(1), staging_word(p, t.size(1), element, m), m};
 }
 
-// The column kernels (3x3 windows in float and double) over these buffers,
-// where they take g; false: not run.
+// The column kernels (3x3 windows) over these buffers, where they take g;
+// false: not run.
 bool run_columns(const Geometry& g, const void* src, const void* weight, const void* bias, void* dst,
                  at::ScalarType dtype, cudaStream_t stream) {
   if (!columns::enabled() || g.src_c != g.dst_c) return false;

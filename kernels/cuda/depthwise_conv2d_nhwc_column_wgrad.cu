@@ -35,21 +35,18 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <limits>
 
+#include "kernels/cuda/depthwise_columns_common.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda::depthwise_nhwc::columns {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kK = 3;  // window height and width
-
-// A thread's lanes: BYTES of a pixel.
-template <typename scalar_t, int BYTES>
-constexpr int lanes() {
-  return BYTES / int(sizeof(scalar_t));
-}
+using common::fits_int;
+using common::kK;
+using common::lanes;
+using common::widen;
 
 template <typename scalar_t>
 struct GradArgs {
@@ -69,12 +66,6 @@ template <typename scalar_t, int V, int S>
 struct StepLoads {
   launch::Pack<scalar_t, V> g, x[S][kK];
 };
-
-template <typename scalar_t, int V>
-__device__ __forceinline__ void widen(const launch::Pack<scalar_t, V>& pack, at::opmath_type<scalar_t> (&v)[V]) {
-#pragma unroll
-  for (int k = 0; k < V; ++k) v[k] = static_cast<at::opmath_type<scalar_t>>(pack.v[k]);
-}
 
 // S: the row stride (1 or 2). Two blocks a multiprocessor: up to 128
 // registers a thread. D: steps whose loads are issued ahead of the one being
@@ -205,10 +196,6 @@ __global__ void __launch_bounds__(kThreads, 2) column_weight_grad_kernel(GradArg
       }
     }
   }
-}
-
-bool fits_int(int64_t v) {
-  return v >= 0 && v <= std::numeric_limits<int>::max() / 4;
 }
 
 template <typename scalar_t, int BYTES>

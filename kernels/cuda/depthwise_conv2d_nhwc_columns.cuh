@@ -1,8 +1,8 @@
 // depthwise_conv2d on CUDA, channels_last: the column kernels for 3x3 windows
-// (MobileNet's and most depthwise layers): the forward and unit-stride input
-// gradient in float and double, the weight gradient at row stride 1 or 2 in
-// every floating dtype. depthwise_conv2d_nhwc.cu tries them before its
-// row-streaming and tiled kernels.
+// (MobileNet's and most depthwise layers) in every floating dtype: the forward
+// and the unit-stride input gradient, and the weight gradient, at row stride 1
+// or 2. depthwise_conv2d_nhwc.cu tries them before its row-streaming and tiled
+// kernels.
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -28,9 +28,10 @@ struct Problem {
   bool flipped;
 };
 
-// Launches the kernel and returns true where it takes the problem: float or
-// double, 3x3, no dilation, m == 1, row stride 1 or 2, channels a multiple of
-// 16 bytes' lanes, src and dst aligned to 16 bytes. false leaves dst untouched.
+// Launches the kernel and returns true where it takes the problem: 3x3, no
+// dilation, m == 1, row stride 1 or 2, channels a multiple of a thread's lanes
+// (16 bytes of float or double, 8 of half types; half types from 64
+// channels), src and dst aligned to them. false leaves dst untouched.
 bool run(const Problem& p, cudaStream_t stream);
 
 // The weight gradient's sums over x (N, src_h, src_w, C) and gout (N, dst_h,

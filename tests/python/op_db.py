@@ -359,6 +359,8 @@ _CHANNELS_LAST_DEPTHWISE = [
     ((2, 12, 7, 6), (12, 1, 3, 3), True, 1, 1, 1, "channels_last_permuted"),
     # CUDA: the strided column kernels (the float forward; the weight gradient in every dtype)
     ((2, 8, 9, 11), (8, 1, 3, 3), True, 2, 1, 1, "channels_last_k3_stride2"),
+    # CUDA: the column forward and input gradient in half types too (from 64 channels: 128 bytes a pixel)
+    ((2, 64, 6, 5), (64, 1, 3, 3), True, 1, 1, 1, "channels_last_k3_64_channels"),
 ]
 
 _CHANNELS_LAST_CONVS = [

@@ -1,9 +1,10 @@
 """depthwise_conv2d on CUDA for channels_last inputs: the NHWC kernels
 (kernels/cuda/depthwise_conv2d_nhwc*.cu) against F.conv2d in float64 on the CPU,
-their output layout, and run-to-run determinism. 3x3 windows run the column
-kernels by default (the correlations in float and double, the weight gradient
-at row stride 1 or 2 in every dtype) and the row-streaming and tiled kernels
-under CUSTOMOPS_DEPTHWISE_ALGO=rows; both are checked."""
+their output layout, and run-to-run determinism. 3x3 windows at row stride 1
+or 2 run the column kernels by default (the forward and unit-stride input
+gradient, half types from 64 channels; the weight gradient) and the
+row-streaming and tiled kernels under CUSTOMOPS_DEPTHWISE_ALGO=rows; both are
+checked."""
 
 from __future__ import annotations
 
@@ -45,11 +46,13 @@ CASES = [
     (1, 260, 9, 12, 1, (3, 3), 1, 1, 1),  # several channel shares, the last one partial
     (4, 144, 56, 56, 1, (3, 3), 1, 1, 1),  # MobileNet
     (4, 96, 56, 56, 1, (7, 7), 1, 3, 1),  # ConvNeXt
-    # The 3x3 column kernels (float, double): a thread's 16 bytes of a column, bands of 7 output rows.
-    (3, 36, 10, 9, 1, (3, 3), 1, 1, 1),  # a band past the plane's end
-    (2, 40, 13, 11, 1, (3, 3), 2, 1, 1),  # stride 2, odd sizes
+    # The 3x3 column correlations: a thread's lanes of a column, walks of a share of all images' rows (at
+    # least 8; these small planes: walks that cross images and start or end inside one).
+    (3, 36, 11, 9, 1, (3, 3), 1, 1, 1),  # 33 rows in 4 walks of 9, three of them crossing an image's edge
+    (2, 64, 13, 11, 1, (3, 3), 2, 1, 1),  # stride 2, odd sizes: 14 output rows, one walk over both images
     (1, 12, 16, 9, 1, (3, 3), (1, 2), (0, 1), 1),  # strides and padding differing by dimension
     (2, 8, 30, 3, 1, (3, 3), 1, 0, 1),  # no padding, a column narrower than the window plus one
+    (5, 64, 5, 7, 1, (3, 3), 1, 1, 1),  # 25 rows in walks of 9: the second ends one image, covers one, starts one
     # The 3x3 column weight gradient (every dtype): a thread's lanes of a column, a block's channel groups.
     (1, 16, 70, 9, 1, (3, 3), 1, 1, 1),  # one image: columns split into runs of rows (halo rows re-read)
     (1, 1032, 5, 6, 1, (3, 3), 1, 1, 1),  # more than 256 groups of lanes: two or three channel shares
@@ -112,21 +115,21 @@ def test_forward_and_gradients_against_float64(case, dtype, algo, monkeypatch):
 
 
 @pytest.mark.parametrize("algo", ALGOS)
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
-@pytest.mark.parametrize("c,k", [(144, 3), (96, 7)])
-def test_benchmark_shapes(c, k, dtype, algo, monkeypatch):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("c,k,s", [(144, 3, 1), (144, 3, 2), (96, 7, 1)])
+def test_benchmark_shapes(c, k, s, dtype, algo, monkeypatch):
     """The benchmark's shapes at batch 64 (the row kernels stream a band of
-    rows through a ring; the column kernels split bands among threads);
-    against float64 on the GPU."""
+    rows through a ring; the column kernels' walks each cover about two
+    images, starting and ending inside them); against float64 on the GPU."""
     if algo != "default":
         monkeypatch.setenv("CUSTOMOPS_DEPTHWISE_ALGO", algo)
     x = torch.randn(64, c, 56, 56, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
     w = torch.randn(c, 1, k, k, device="cuda", dtype=dtype) / k
-    g = torch.randn_like(x)
-    args = ([1, 1], [k // 2] * 2, [1, 1])
-    y = customops.depthwise_conv2d(x, w, None, 1, k // 2)
+    args = ([s, s], [k // 2] * 2, [1, 1])
+    y = customops.depthwise_conv2d(x, w, None, s, k // 2)
+    g = torch.randn_like(y)
     grads = torch.ops.customops.depthwise_conv2d_backward(g, x, w, *args, [True, True, False])
-    ref = F.conv2d(x.double(), w.double(), None, 1, k // 2, 1, c)
+    ref = F.conv2d(x.double(), w.double(), None, s, k // 2, 1, c)
     want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, *args, False, [0, 0], c,
                                                [True, True, False])
     for got, exp, what in zip((y,) + grads[:2], (ref,) + want[:2], ("output", "grad_input", "grad_weight")):
@@ -233,11 +236,12 @@ def test_no_layout_conversion():
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_column_kernels_run_where_supported(dtype, monkeypatch):
-    """3x3 float and double forward and unit-stride input gradient run the
-    column kernels, and the 3x3 weight gradient at row stride 1 or 2 does in
-    every dtype; half types' correlations, a weight gradient at stride 3,
-    CUSTOMOPS_DEPTHWISE_ALGO=rows, a 5x5 window, dilation or a channel count
-    the lanes do not divide run the row-streaming and tiled kernels instead."""
+    """The 3x3 forward and unit-stride input gradient run the column kernels
+    (half types from 64 channels), and so does the 3x3 weight gradient at row
+    stride 1 or 2; half types' correlations under 64 channels, a weight
+    gradient at stride 3, CUSTOMOPS_DEPTHWISE_ALGO=rows, a 5x5 window,
+    dilation or a channel count the lanes do not divide run the row-streaming
+    and tiled kernels instead."""
 
     def names(case):
         x, weight, _, (s, p, d) = _inputs(case, dtype, requires_grad=False)
@@ -250,16 +254,15 @@ def test_column_kernels_run_where_supported(dtype, monkeypatch):
     def columns(case, kind="column_corr"):
         return [n for n in names(case) if kind in n]
 
-    lanes = 16 // torch.empty((), dtype=dtype).element_size()  # a thread's 16 bytes
+    lanes = 16 // torch.empty((), dtype=dtype).element_size()  # 16 bytes: 8 halves are two threads' lanes
     unit, strided = (2, 8 * lanes, 9, 11, 1, (3, 3), 1, 1, 1), (2, 8 * lanes, 9, 11, 1, (3, 3), 2, 1, 1)
     assert len(columns(unit, "column_weight_grad")) == 1
     assert len(columns(strided, "column_weight_grad")) == 1
     assert not columns((2, 8 * lanes, 9, 11, 1, (3, 3), 3, 1, 1), "column_weight_grad")
-    if dtype in (torch.float16, torch.bfloat16):
-        assert not columns(unit)
-    else:
-        assert len(columns(unit)) == 2  # forward and input gradient
-        assert len(columns(strided)) == 1  # the strided input gradient gathers
+    assert len(columns(unit)) == 2  # forward and input gradient
+    assert len(columns(strided)) == 1  # the strided input gradient gathers
+    narrow = (2, 4 * lanes, 9, 11, 1, (3, 3), 1, 1, 1)  # 64 bytes a pixel
+    assert len(columns(narrow)) == (0 if dtype in (torch.float16, torch.bfloat16) else 2)
     for case in [(2, 8 * lanes, 9, 11, 1, (5, 5), 1, 2, 1), (2, 8 * lanes, 9, 11, 1, (3, 3), 1, 2, 2),
                  (2, 8 * lanes + 1, 9, 11, 1, (3, 3), 1, 1, 1)]:
         assert not columns(case, "column_"), case
