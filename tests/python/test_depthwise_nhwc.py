@@ -54,7 +54,7 @@ CASES = [
     (2, 8, 30, 3, 1, (3, 3), 1, 0, 1),  # no padding, a column narrower than the window plus one
     (5, 64, 5, 7, 1, (3, 3), 1, 1, 1),  # 25 rows in walks of 9: the second ends one image, covers one, starts one
     # The 3x3 column weight gradient (every dtype): a thread's lanes of a column, a block's channel groups.
-    (1, 16, 70, 9, 1, (3, 3), 1, 1, 1),  # one image: columns split into runs of rows (halo rows re-read)
+    (1, 16, 70, 9, 1, (3, 3), 1, 1, 1),  # one image: columns split into runs (half types: walks) of rows, halos re-read
     (1, 1032, 5, 6, 1, (3, 3), 1, 1, 1),  # more than 256 groups of lanes: two or three channel shares
     (2, 24, 12, 13, 1, (3, 3), (1, 3), (2, 0), 1),  # stride along the rows only, padding past the window
     (1, 16, 9, 30, 1, (3, 3), 2, 0, 1),  # stride 2, no padding: the run's last step holds only a lower tap row
