@@ -5,30 +5,14 @@
 namespace customops::cuda::implicit_gemm {
 namespace {
 
-using cute::_1;
-using cute::_128;
-using cute::_2;
-using cute::_64;
-using cute::Shape;
-using cutlass::conv::Operator;
-using sm90::Kernel;
-using sm90::run;
-
-using TileN64 = Shape<_128, _64, Shape<_64>>;
-using TileN128 = Shape<_128, _128, Shape<_64>>;
-using PairN = Shape<_1, _2, _1>;
-
-// The GEMM's N is the input channels; the tiles follow the forward's rule for them (H100, float16, queued:
-// 256 channels at 56x56, 1.31x -> 1.16x cuDNN's time in pairs; 128 channels 1.04x alone, 2.20x in pairs).
+// The GEMM's N is the input channels; the tiles follow the forward's rule for them (sm90::choose).
 template <class Element>
 Refusal dispatch(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g) {
-  const auto go = [&](auto kernel) {
-    return run<decltype(kernel)>(g, grad_out.const_data_ptr(), w.const_data_ptr(), nullptr, grad_input.data_ptr(),
-                                 grad_out);
-  };
-  if (g.C <= 64) return go(Kernel<Operator::kDgrad, Element, TileN64, 4>{});
-  if ((g.C + 127) / 128 % 2 == 0) return go(Kernel<Operator::kDgrad, Element, TileN128, 0, PairN>{});
-  return go(Kernel<Operator::kDgrad, Element, TileN128>{});
+  return sm90::run_choice<cutlass::conv::Operator::kDgrad, Element, sm90::TileN64, sm90::TileN128, 4>(
+      sm90::choose(g.C), [&](auto kernel) {
+        return sm90::run<decltype(kernel)>(g, grad_out.const_data_ptr(), w.const_data_ptr(), nullptr,
+                                           grad_input.data_ptr(), grad_out);
+      });
 }
 
 } // namespace

@@ -162,4 +162,40 @@ Refusal run(const Geometry& g, const void* a, const void* b, const void* bias, v
   return Refusal::kNone;
 }
 
+// The forward's and the input gradient's tiles: 128 output pixels x 64 or 128 channels of the GEMM's N (the
+// forward's output channels, the input gradient's input channels); half types slice the reduction 64 deep,
+// float32 (TF32, 4-byte elements) 32 deep, for the same shared-memory stage size.
+using TileN64 = cute::Shape<cute::_128, cute::_64, cute::Shape<cute::_64>>;
+using TileN128 = cute::Shape<cute::_128, cute::_128, cute::Shape<cute::_64>>;
+using TileTf32N64 = cute::Shape<cute::_128, cute::_64, cute::Shape<cute::_32>>;
+using TileTf32N128 = cute::Shape<cute::_128, cute::_128, cute::Shape<cute::_32>>;
+using PairN = cute::Shape<cute::_1, cute::_2, cute::_1>;  // two CTAs along N share the activation tile
+
+enum class Choice { kN64, kN128, kN128Pair };
+
+// Measured on an H100 (queued, float16, TF32 alike; prof tile runs over 19 3x3 shapes, ResNet-50's at batch
+// 16-256 among them): up to 64 channels of N the narrow tile with four stages, so that two CTAs share an SM
+// (with the automatic count one CTA fills the shared memory and the GPU stalls between tiles: 64 -> 64 channels
+// at 56x56, 1.50x cuDNN's time against 1.20x); past 64 the wide tile, in pairs where the channel tiles pair up
+// (256 -> 256 channels at 56x56: 1.28x -> 1.14x cuDNN's in float16, 2.19x -> 1.04x in TF32 against the narrow
+// tile used before; an odd tile count leaves half a pair idle: 384 channels 1.26x alone, 1.77x in pairs). The
+// input gradient follows the same rule (float16: 256 channels at 56x56, 1.31x -> 1.16x cuDNN's time in pairs;
+// 128 channels 1.04x alone, 2.20x in pairs).
+inline Choice choose(int64_t n_channels) {
+  if (n_channels <= 64) return Choice::kN64;
+  return (n_channels + 127) / 128 % 2 == 0 ? Choice::kN128Pair : Choice::kN128;
+}
+
+// go(kernel) with the kernel of choice c: the narrow tile with NarrowStages stages (0: as many as fit), the wide
+// tile, or the wide tile in pairs.
+template <Operator Op, class Element, class Tile, class TileWide, int NarrowStages, class Go>
+Refusal run_choice(Choice c, const Go& go) {
+  switch (c) {
+    case Choice::kN64: return go(Kernel<Op, Element, Tile, NarrowStages>{});
+    case Choice::kN128: return go(Kernel<Op, Element, TileWide>{});
+    case Choice::kN128Pair: return go(Kernel<Op, Element, TileWide, 0, PairN>{});
+  }
+  return Refusal::kCutlass;
+}
+
 } // namespace customops::cuda::implicit_gemm::sm90
