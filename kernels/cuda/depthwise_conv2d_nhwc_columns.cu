@@ -22,9 +22,9 @@
 // share of the copy bandwidth, this kernel against the one before (float:
 // bands of 7 rows a thread, a thread a band or a run of them; half types: the
 // row-streaming kernels): float 68-99% (61-99%), float16 52-95% (32-82%),
-// bfloat16 50-95% (32-82%). Walks that restarted at each image moved 5-15
+// bfloat16 50-95% (32-82%). Walks that restarted at each image moved 4-10
 // points less on the 14x14 and 7x7 planes (each restart waits for its first
-// loads); runs of 8-28 rows instead of whole columns, 3-30 points less.
+// loads); runs of 8-28 rows instead of whole columns, 3-23 points less.
 #include "kernels/cuda/depthwise_conv2d_nhwc_columns.cuh"
 
 #include <ATen/OpMathType.h>
