@@ -13,7 +13,9 @@
 // 3x3 windows at row stride 1 or 2 first try the column kernels
 // (depthwise_conv2d_nhwc_columns.cu: registers, no staging), faster there,
 // for the forward and the unit-stride input gradient in every dtype (half
-// types from 64 channels) and for the weight gradient.
+// types from 64 channels) and for the weight gradient. Half types' larger
+// windows up to 9x9 at unit stride first try the tensor-core kernel
+// (depthwise_conv2d_nhwc_mma.cu) for those two correlations.
 //
 // Forward (output channel o reads input channel o / m) and the input gradient
 // at unit stride with m == 1 (the same correlation over grad_out with flipped
@@ -50,6 +52,7 @@
 
 #include "kernels/cuda/depthwise_common.cuh"
 #include "kernels/cuda/depthwise_conv2d_nhwc_columns.cuh"
+#include "kernels/cuda/depthwise_conv2d_nhwc_mma.cuh"
 #include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda::depthwise_nhwc {
@@ -1116,16 +1119,17 @@ Source<scalar_t> source(const at::Tensor& t, int m) {
   return {p, t.size(2), t.size(3), t.size(1), staging_word(p, t.size(1), element, m), m};
 }
 
-// The column kernels (3x3 windows) over these buffers, where they take g;
-// false: not run.
-bool run_columns(const Geometry& g, const void* src, const void* weight, const void* bias, void* dst,
-                 at::ScalarType dtype, cudaStream_t stream) {
-  if (!columns::enabled() || g.src_c != g.dst_c) return false;
+// The tensor-core kernel (half types, windows up to 9x9 at unit stride), then
+// the column kernels (3x3 windows), over these buffers, where they take g;
+// false: neither ran.
+bool run_specialized(const Geometry& g, const void* src, const void* weight, const void* bias, void* dst,
+                     at::ScalarType dtype, cudaStream_t stream) {
+  if (g.src_c != g.dst_c) return false;
   columns::Problem p{src, weight, bias, dst, dtype, g.batch, g.dst_c, g.src_h, g.src_w, g.dst_h, g.dst_w};
   p.kh = g.kh, p.kw = g.kw, p.sh = g.sh, p.sw = g.sw, p.dh = g.dh, p.dw = g.dw, p.ph = g.ph, p.pw = g.pw;
   p.m = g.m;
   p.flipped = g.flipped;
-  return columns::run(p, stream);
+  return mma::run(p, stream) || (columns::enabled() && columns::run(p, stream));
 }
 
 } // namespace
@@ -1138,7 +1142,7 @@ void forward(const conv::DepthwisePlan& p) {
     const scalar_t* w = p.weight.const_data_ptr<scalar_t>();
     const scalar_t* b = p.bias.defined() ? p.bias.const_data_ptr<scalar_t>() : nullptr;
     scalar_t* out = p.out.data_ptr<scalar_t>();
-    if (run_columns(g, p.x.const_data_ptr(), w, b, out, p.x.scalar_type(), stream)) return;
+    if (run_specialized(g, p.x.const_data_ptr(), w, b, out, p.x.scalar_type(), stream)) return;
     if (!launch_corr(source<scalar_t>(p.x, g.m), w, b, out, g, stream)) {
       const int64_t total = p.out.numel() / p.s.O * ceil_div(p.s.O, thread_lanes<scalar_t>());
       direct_forward_kernel<scalar_t><<<grid_for(ceil_div(total, kThreads)), kThreads, 0, stream>>>(
@@ -1162,7 +1166,7 @@ void input_grad(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& grad_in
       // (k-1)*d - p (possibly negative).
       const Geometry t{f.batch, f.dst_c, f.src_c, f.dst_h, f.dst_w, f.src_h, f.src_w, f.kh, f.kw, 1, 1, f.dh, f.dw,
                        (f.kh - 1) * f.dh - f.ph, (f.kw - 1) * f.dw - f.pw, 1, true};
-      done = run_columns(t, bp.gout.const_data_ptr(), w, nullptr, gin, p.x.scalar_type(), stream) ||
+      done = run_specialized(t, bp.gout.const_data_ptr(), w, nullptr, gin, p.x.scalar_type(), stream) ||
              launch_corr(source<scalar_t>(bp.gout, 1), w, static_cast<const scalar_t*>(nullptr), gin, t, stream);
     }
     if (!done) {

@@ -1,6 +1,7 @@
 // Inline-PTX pieces of the tensor-core kernels (sm_80 and later): cp.async copies into shared memory, ldmatrix
 // loads of 8x8 b16 tiles and the m16n8k16 half-precision MMA with float accumulators. The grouped and stem
-// conv2d kernels share them. Compiled for older GPUs they are empty: those kernels are not launched there.
+// conv2d kernels and the depthwise tensor-core kernel share them. Compiled for older GPUs they are empty: those
+// kernels are not launched there.
 #pragma once
 
 #include <c10/util/Half.h>
@@ -48,6 +49,13 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t& r0, uint32_t& r1, uint32_t
 template <bool kTrans>
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t address) {
   ldmatrix_x4<kTrans>(r[0], r[1], r[2], r[3], address);
+}
+
+// Two 8x8 tiles (threads 0-15 give the rows' addresses), one register each.
+__device__ __forceinline__ void ldmatrix_x2(uint32_t& r0, uint32_t& r1, uint32_t address) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(address));
+#endif
 }
 
 __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t& b0, uint32_t& b1, uint32_t address) {

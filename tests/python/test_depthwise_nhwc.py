@@ -59,6 +59,15 @@ CASES = [
     (2, 24, 12, 13, 1, (3, 3), (1, 3), (2, 0), 1),  # stride along the rows only, padding past the window
     (1, 16, 9, 30, 1, (3, 3), 2, 0, 1),  # stride 2, no padding: the run's last step holds only a lower tap row
     (2, 16, 14, 13, 1, (3, 3), 3, 1, 1),  # stride 3: the tiled weight gradient
+    # The tensor-core correlations (half types, windows larger than 3x3 up to 9x9, unit stride; blocks of 16
+    # channels and runs of 16-128 output rows counted over the batch, tiles of 8-64 columns).
+    (3, 24, 5, 7, 1, (5, 5), 1, 2, 1),  # one run over three images; a second chunk of 8 channels
+    (1, 16, 20, 70, 1, (7, 7), 1, 3, 1),  # two column tiles, the second 6 wide
+    (2, 32, 11, 19, 1, (3, 7), 1, (1, 3), 1),  # rectangular window
+    (2, 16, 9, 40, 1, (9, 9), 1, 4, 1),  # the widest window (8 outputs + 8 more inputs fill K = 16)
+    (9, 16, 3, 5, 1, (3, 5), 1, 1, 1),  # nine images in one run of rows
+    (2, 24, 37, 12, 1, (5, 3), 1, (2, 0), 1),  # runs that end inside images, padding past a side of the window
+    (2, 24, 12, 12, 1, (7, 7), 1, 0, 1),  # no padding (the input gradient's is 6)
 ]
 ALGOS = ["default", "rows"]
 
@@ -207,6 +216,25 @@ def test_unaligned_input(offset, dtype):
     _close(gw, want[1], dtype, "grad_weight")
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_nonfinite_input_reaches_only_its_window(dtype):
+    """The tensor-core kernel multiplies each input by Toeplitz zeros outside
+    its window too (0 * inf is NaN): a tile holding an inf is computed over
+    the window's taps only, so outputs outside the inf's window stay finite,
+    as in the definition."""
+    n, c, h, w = 2, 32, 20, 40
+    x = torch.randn(n, c, h, w, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    x[1, 5, 10, 20] = float("inf")
+    x[0, 17, 3, 33] = float("nan")
+    weight = torch.rand(c, 1, 7, 7, device="cuda", dtype=dtype) + 0.5  # positive: inf * tap stays inf
+    y = customops.depthwise_conv2d(x, weight, None, 1, 3)
+    ref = F.conv2d(x.double().cpu(), weight.double().cpu(), None, 1, 3, 1, c)
+    assert torch.equal(torch.isfinite(y.cpu()), torch.isfinite(ref))
+    assert torch.equal(torch.isnan(y.cpu()), torch.isnan(ref))
+    keep = torch.isfinite(ref)
+    _close(torch.where(keep, y.double().cpu(), 0).to(dtype), torch.where(keep, ref, 0), dtype, "finite outputs")
+
+
 def test_weight_gradient_ignores_pixels_its_tap_never_reads():
     """Outputs past a tile's live columns read real pixels: an inf in the last
     column belongs to tap 2's gradient only, and taps 0 and 1 stay finite."""
@@ -241,7 +269,8 @@ def test_column_kernels_run_where_supported(dtype, monkeypatch):
     stride 1 or 2; half types' correlations under 64 channels, a weight
     gradient at stride 3, CUSTOMOPS_DEPTHWISE_ALGO=rows, a 5x5 window,
     dilation or a channel count the lanes do not divide run the row-streaming
-    and tiled kernels instead."""
+    and tiled kernels instead. Half types' larger windows up to 9x9 at unit
+    stride run the tensor-core kernel, but under CUSTOMOPS_DEPTHWISE_ALGO=fma."""
 
     def names(case):
         x, weight, _, (s, p, d) = _inputs(case, dtype, requires_grad=False)
@@ -266,6 +295,16 @@ def test_column_kernels_run_where_supported(dtype, monkeypatch):
     for case in [(2, 8 * lanes, 9, 11, 1, (5, 5), 1, 2, 1), (2, 8 * lanes, 9, 11, 1, (3, 3), 1, 2, 2),
                  (2, 8 * lanes + 1, 9, 11, 1, (3, 3), 1, 1, 1)]:
         assert not columns(case, "column_"), case
+    # Windows larger than 3x3 up to 9x9 at unit stride: half types on tensor cores (channels a multiple of 8).
+    half = dtype in (torch.float16, torch.bfloat16)
+    k7 = (2, 8 * lanes, 9, 11, 1, (7, 7), 1, 3, 1)
+    assert len(columns(k7, "mma_corr")) == (2 if half else 0)
+    assert len(columns((2, 8 * lanes, 9, 11, 1, (3, 5), 1, 1, 1), "mma_corr")) == (2 if half else 0)
+    for case in [(2, 8 * lanes, 9, 11, 1, (7, 7), 2, 3, 1), (2, 8 * lanes, 9, 11, 1, (7, 7), 1, 6, 2),
+                 (2, 12, 9, 11, 1, (7, 7), 1, 3, 1), (2, 8 * lanes, 19, 11, 1, (11, 11), 1, 5, 1)]:
+        assert not columns(case, "mma_corr"), case
+    monkeypatch.setenv("CUSTOMOPS_DEPTHWISE_ALGO", "fma")
+    assert not columns(k7, "mma_corr") and len(columns(unit)) == 2
     monkeypatch.setenv("CUSTOMOPS_DEPTHWISE_ALGO", "rows")
     got = names(unit)
     assert not [n for n in got if "column_" in n] and [n for n in got if "row_corr" in n], got
