@@ -2,7 +2,8 @@
 
 MobileNetV2's 3x3 depthwise layer shapes (batch 128) and ConvNeXt-T's 7x7 ones (batch 64), channels_last, in
 float32, float16 and bfloat16: the forward, the input gradient and the weight gradient of customops as it runs
-(for 3x3 in float the column kernels), with CUSTOMOPS_DEPTHWISE_ALGO=rows (the row-streaming kernels), and cuDNN's
+(3x3: the column kernels; half types' 7x7 forward and input gradient: the tensor-core kernel), with
+CUSTOMOPS_DEPTHWISE_ALGO=rows (the row-streaming kernels), and cuDNN's
 (F.conv2d / aten.convolution_backward), each as GPU time per call with the calls queued back to back, so no
 launch gap is counted. The forward's share of the copy bandwidth (input + output bytes over the time, against a
 device copy measured in the same run) is the issue's measure. `--only WORD` keeps the cases whose name holds WORD."""
@@ -23,7 +24,8 @@ CASES = [("mobilenet 32ch112", 128, 32, 112, 3, 1), ("mobilenet 96ch112 s2", 128
          ("mobilenet 144ch56", 128, 144, 56, 3, 1), ("mobilenet 144ch56 s2", 128, 144, 56, 3, 2),
          ("mobilenet 192ch28", 128, 192, 28, 3, 1), ("mobilenet 384ch14", 128, 384, 14, 3, 1),
          ("mobilenet 576ch14", 128, 576, 14, 3, 1), ("mobilenet 960ch7", 128, 960, 7, 3, 1),
-         ("convnext 96ch56 k7", 64, 96, 56, 7, 1), ("convnext 384ch14 k7", 64, 384, 14, 7, 1)]
+         ("convnext 96ch56 k7", 64, 96, 56, 7, 1), ("convnext 192ch28 k7", 64, 192, 28, 7, 1),
+         ("convnext 384ch14 k7", 64, 384, 14, 7, 1), ("convnext 768ch7 k7", 64, 768, 7, 7, 1)]
 
 
 def main() -> None:
