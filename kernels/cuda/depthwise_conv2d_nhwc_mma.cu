@@ -1,6 +1,6 @@
 // depthwise_conv2d on CUDA, channels_last, float16 and bfloat16, on tensor
 // cores: the forward and the unit-stride input gradient (flipped taps), for
-// windows larger than 3x3 up to 9x9 at unit stride and dilation.
+// windows of more than 9 taps up to 9x9 at unit stride and dilation.
 //
 // One kernel row of a depthwise window is a Toeplitz matrix product: for one
 // channel, 16 output rows and 8 output columns,
@@ -188,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           v[r][j][h] = make_uint4(0, 0, 0, 0);
-          if (y >= 0 && y < a.src_h && x_of[j] >= 0 && x_of[j] < a.src_w && c0 + 8 * h < a.channels) {
+          if (live[j] && y >= 0 && y < a.src_h && x_of[j] >= 0 && x_of[j] < a.src_w && c0 + 8 * h < a.channels) {
             v[r][j][h] = *reinterpret_cast<const uint4*>(row + int64_t(x_of[j]) * a.channels + 8 * h);
           }
         }
