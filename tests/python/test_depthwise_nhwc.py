@@ -2,9 +2,10 @@
 (kernels/cuda/depthwise_conv2d_nhwc*.cu) against F.conv2d in float64 on the CPU,
 their output layout, and run-to-run determinism. 3x3 windows at row stride 1
 or 2 run the column kernels by default (the forward and unit-stride input
-gradient, half types from 64 channels; the weight gradient) and the
-row-streaming and tiled kernels under CUSTOMOPS_DEPTHWISE_ALGO=rows; both are
-checked."""
+gradient, half types from 64 channels; the weight gradient), half types'
+larger windows up to 9x9 at unit stride the tensor-core kernel (forward and
+input gradient), and everything the row-streaming and tiled kernels under
+CUSTOMOPS_DEPTHWISE_ALGO=rows; both are checked."""
 
 from __future__ import annotations
 
