@@ -19,9 +19,11 @@
 // of TW = 8 * NT columns and a run of 16 * MT output rows counted across the
 // images (image after image: small planes fill the M dimension with several
 // images). It loads the input rows the run reads (each image's rows with the
-// window's halo, zeros outside the image) 16 bytes at a time and stores them
-// transposed into shared memory, a plane of rows x columns per channel, so
-// that ldmatrix reads an MMA's A operand as 8x8 tiles of one channel. A warp
+// window's halo, zeros outside the image), two neighbouring columns' 16 bytes
+// a thread, and stores them transposed into shared memory (a byte permute
+// joins a channel's two columns into one word), each staged row holding the
+// tile's columns of each channel contiguously, so that ldmatrix reads an MMA's
+// A operand as 8x8 tiles of one channel. A warp
 // owns a pair of the channels and all the block's outputs of the pair: for
 // each kernel row and channel it slides along the tile, reusing each 8x8 tile
 // as the next MMA's left half, with the B operand built once per kernel row
@@ -37,9 +39,11 @@
 //
 // Measured on an H100 (ConvNeXt-T's 96ch 56x56 7x7 layer, batch 64, float16,
 // queued; python -m customops.benchmark.depthwise_passes --only convnext):
-// forward 0.072 ms against the row kernels' 0.124 and cuDNN's 0.138, input
-// gradient 0.072 against 0.124 and 0.338; 38% of the copy bandwidth, issue
-// active half the cycles (Nsight Compute), most instructions the staging's.
+// forward 0.066 ms against the row kernels' 0.124 and cuDNN's 0.139, input
+// gradient 0.066 against 0.124 and 0.339; 41% of the copy bandwidth. The
+// staging is most of the instructions: its first version (a thread a column,
+// 16 two-byte stores and 8 three-instruction inf/NaN checks for 32 bytes)
+// took 0.072 ms.
 #include "kernels/cuda/depthwise_conv2d_nhwc_mma.cuh"
 
 #include <ATen/cuda/CUDAContext.h>
@@ -75,9 +79,24 @@ struct Args {
   int64_t rows;  // batch * dst_h: output rows, image after image
   int channels, src_h, src_w, dst_h, dst_w, kh, kw, ph, pw;
   int chunks, runs, mt;       // mt: M-tiles (16 output rows) a block
-  int pitch, plane;           // elements of a staged row, of a channel's plane
-  int w_bytes, in_bytes;      // shared memory: taps, staged planes (then the output tile)
+  int w_bytes, in_bytes;      // shared memory: taps, staged rows (then the output tile)
   bool flipped;
+};
+
+// The staged input in shared memory, for tiles of NT MMA columns: staged row s
+// holds the kCols = 8 * NT + 8 columns the tile reads of each of the block's
+// 16 channels, channel c at row(s) + slot(c), its columns contiguous (an
+// ldmatrix row is 8 of them). Lanes 2k and 2k + 1 store channels c and c + 8
+// with one instruction: the 32-element gap before channel 8 puts those 16
+// banks apart. 8 more elements make the row stride an odd multiple of 16
+// bytes, so the 8 rows of an ldmatrix tile (consecutive staged rows) fall in
+// different banks.
+template <int NT>
+struct Layout {
+  static constexpr int kTW = 8 * NT, kCols = kTW + 8;
+  static constexpr int kRow = 16 * kCols + 40;  // elements between staged rows
+  static constexpr int slot(int c) { return c * kCols + (c >= 8 ? 32 : 0); }
+  static_assert(kCols % 8 == 0 && (2 * kRow / 16) % 2 == 1, "bank layout");
 };
 
 // A block's run of output rows (16 * mt, counted over the batch) and the rows
@@ -131,6 +150,20 @@ __device__ __forceinline__ uint16_t bits(T v) {
   return b;
 }
 
+// acc + x * 0 for a word of two T: zero stays zero unless x holds an infinity or a NaN.
+template <typename T>
+__device__ __forceinline__ uint32_t times_zero_plus(uint32_t x, uint32_t acc) {
+  uint32_t r = acc;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (std::is_same_v<T, c10::Half>) {
+    asm("fma.rn.f16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(0u), "r"(acc));
+  } else {
+    asm("fma.rn.bf16x2 %0, %1, %2, %3;\n" : "=r"(r) : "r"(x), "r"(0u), "r"(acc));
+  }
+#endif
+  return r;
+}
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   return uint32_t(bits(static_cast<T>(lo))) | uint32_t(bits(static_cast<T>(hi))) << 16;
@@ -140,10 +173,11 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 // columns, up to kTiles / NT M-tiles (a.mt of them) of 16 output rows.
 template <typename T, int NT>
 __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
-  constexpr int kMT = kTiles / NT, TW = 8 * NT;
+  using L = Layout<NT>;
+  constexpr int kMT = kTiles / NT, TW = L::kTW;
   extern __shared__ __align__(16) unsigned char smem[];
   T* s_w = reinterpret_cast<T*>(smem);                              // [kChunk][kh][kw], flipped as used
-  uint16_t* s_in = reinterpret_cast<uint16_t*>(smem + a.w_bytes);   // [kChunk][staged rows][pitch]
+  uint16_t* s_in = reinterpret_cast<uint16_t*>(smem + a.w_bytes);   // staged rows (Layout)
   uint32_t* s_out = reinterpret_cast<uint32_t*>(smem + a.w_bytes + a.in_bytes);  // [16 mt][TW][8 words]
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int64_t b = blockIdx.x;
@@ -158,23 +192,27 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
     s_w[e] = c < a.channels ? weight[int64_t(c) * taps + (a.flipped ? taps - 1 - tap : tap)] : T(0);
   }
 
-  // Staging: warp w stages rows w, w + 8, ...; lane l columns l, l + 32, ...
-  // of each, both halves (8 channels) of each pixel, so a warp's stores fill
-  // 64 contiguous bytes of a plane. kRows rows at a time: 12 loads in flight.
-  constexpr int kCols = TW + 8, kJ = (kCols + 31) / 32, kRows = kJ == 1 ? 6 : kJ == 2 ? 3 : 2;
+  // Staging: warp w stages rows w, w + 8, ...; lane pair k (lanes 2k, 2k + 1)
+  // columns 2k and 2k + 1 of each 32-column pass, lane 2k + h channels 8h to
+  // 8h + 7 of both. One byte permute joins a channel's two columns into a
+  // word, so a 16-byte load of each column becomes 8 word stores, one per
+  // channel slot (immediate offsets), where one column's values took 16
+  // two-byte stores. kRows rows at a time: 12 loads in flight.
+  constexpr int kCols = L::kCols, kJ = (kCols + 31) / 32, kRows = kJ == 1 ? 6 : kJ == 2 ? 3 : 2;
   const T* src = static_cast<const T*>(a.src);
-  const int staged = run.staged();
+  const int staged = run.staged(), pair = lane >> 1, h = lane & 1;
+  const bool chan = c0 + 8 * h < a.channels;
   int x_of[kJ];
   bool live[kJ];
 #pragma unroll
   for (int j = 0; j < kJ; ++j) {
-    const int col = lane + 32 * j;
+    const int col = 32 * j + 2 * pair;
     x_of[j] = x0 + col;
     live[j] = col < kCols;
   }
-  uint32_t nonfinite = 0;  // bit 15 or 31 set: a value's exponent bits all set
-  constexpr uint32_t kExp = std::is_same_v<T, c10::Half> ? 0x7c007c00u : 0x7f807f80u;
-  constexpr uint32_t kCarry = std::is_same_v<T, c10::Half> ? 0x04000400u : 0x00800080u;
+  // x * 0 + acc: stays zero unless some x is an infinity or a NaN.
+  uint32_t nonfinite[4] = {0, 0, 0, 0};
+  uint32_t* s_words = reinterpret_cast<uint32_t*>(s_in) + (L::slot(8 * h) + 2 * pair) / 2;
   for (int s0 = warp; s0 < staged; s0 += kWarps * kRows) {
     uint4 v[kRows][kJ][2];
 #pragma unroll
@@ -182,14 +220,16 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
       const int s = s0 + r * kWarps;
       int image = 0, y = -1;
       if (s < staged) run.source(s, image, y);
-      const T* row = src + (((run.n0 + image) * a.src_h + y) * int64_t(a.src_w)) * a.channels + c0;
+      const bool row_ok = y >= 0 && y < a.src_h && chan;
+      const T* row = src + (((run.n0 + image) * a.src_h + y) * int64_t(a.src_w)) * a.channels + c0 + 8 * h;
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          v[r][j][h] = make_uint4(0, 0, 0, 0);
-          if (live[j] && y >= 0 && y < a.src_h && x_of[j] >= 0 && x_of[j] < a.src_w && c0 + 8 * h < a.channels) {
-            v[r][j][h] = *reinterpret_cast<const uint4*>(row + int64_t(x_of[j]) * a.channels + 8 * h);
+        for (int e = 0; e < 2; ++e) {
+          const int x = x_of[j] + e;
+          v[r][j][e] = make_uint4(0, 0, 0, 0);
+          if (live[j] && row_ok && x >= 0 && x < a.src_w) {
+            v[r][j][e] = *reinterpret_cast<const uint4*>(row + int64_t(x) * a.channels);
           }
         }
       }
@@ -200,22 +240,21 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
 #pragma unroll
       for (int j = 0; j < kJ; ++j) {
         if (s < staged && live[j]) {
+          uint32_t* d = s_words + (s * L::kRow + 32 * j) / 2;
+          const uint32_t l[4] = {v[r][j][0].x, v[r][j][0].y, v[r][j][0].z, v[r][j][0].w};
+          const uint32_t u[4] = {v[r][j][1].x, v[r][j][1].y, v[r][j][1].z, v[r][j][1].w};
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            uint16_t* d = s_in + 8 * h * a.plane + s * a.pitch + lane + 32 * j;
-            const uint32_t w[4] = {v[r][j][h].x, v[r][j][h].y, v[r][j][h].z, v[r][j][h].w};
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              nonfinite |= (w[q] & kExp) + kCarry;
-              d[(2 * q) * a.plane] = uint16_t(w[q]);
-              d[(2 * q + 1) * a.plane] = uint16_t(w[q] >> 16);
-            }
+          for (int q = 0; q < 4; ++q) {
+            nonfinite[q] = times_zero_plus<T>(l[q], nonfinite[q]);
+            nonfinite[q] = times_zero_plus<T>(u[q], nonfinite[q]);
+            d[(2 * q) * kCols / 2] = __byte_perm(l[q], u[q], 0x5410);
+            d[(2 * q + 1) * kCols / 2] = __byte_perm(l[q], u[q], 0x7632);
           }
         }
       }
     }
   }
-  const bool bad = (nonfinite & 0x80008000u) != 0;
+  const bool bad = ((nonfinite[0] | nonfinite[1] | nonfinite[2] | nonfinite[3]) & 0x7fff7fffu) != 0;
 
   const T* bias = static_cast<const T*>(a.bias);
   float bv[2];
@@ -238,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
         float acc = 0.f;
         for (int i = 0; i < a.kh; ++i) {
           for (int j = 0; j < a.kw; ++j) {
-            const uint16_t x = s_in[cl * a.plane + (r0 + i) * a.pitch + col + j];
+            const uint16_t x = s_in[(r0 + i) * L::kRow + L::slot(cl) + col + j];
             T xv;
             memcpy(&xv, &x, sizeof(x));
             acc += static_cast<float>(xv) * static_cast<float>(s_w[(cl * a.kh + i) * a.kw + j]);
@@ -263,7 +302,7 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
     uint32_t row[kMT];
 #pragma unroll
     for (int mi = 0; mi < kMT; ++mi) {
-      row[mi] = sm80::smem_address(s_in) + 2u * uint32_t(run.base(16 * mi + (lane & 15)) * a.pitch);
+      row[mi] = mi < a.mt ? sm80::smem_address(s_in) + 2u * uint32_t(run.base(16 * mi + (lane & 15)) * L::kRow) : 0u;
     }
     for (int i = 0; i < a.kh; ++i) {
 #pragma unroll
@@ -276,7 +315,7 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
           return j >= 0 && j < a.kw ? bits(wrow[j]) : 0u;
         };
         const uint32_t b0 = tap(2 * q) | tap(2 * q + 1) << 16, b1 = tap(2 * q + 8) | tap(2 * q + 9) << 16;
-        const uint32_t plane = 2u * uint32_t(cl * a.plane + i * a.pitch);
+        const uint32_t plane = 2u * uint32_t(L::slot(cl) + i * L::kRow);
 #pragma unroll
         for (int mi = 0; mi < kMT; ++mi) {
           if (mi < a.mt) {
@@ -336,7 +375,8 @@ __global__ void __launch_bounds__(kThreads, 2) mma_corr_kernel(Args a) {
 
 template <typename T, int NT>
 bool launch_nt(const Problem& p, cudaStream_t stream) {
-  constexpr int TW = 8 * NT;
+  using L = Layout<NT>;
+  constexpr int TW = L::kTW;
   Args a{};
   a.src = p.src, a.weight = p.weight, a.bias = p.bias, a.dst = p.dst;
   a.rows = p.batch * p.dst_h;
@@ -344,17 +384,13 @@ bool launch_nt(const Problem& p, cudaStream_t stream) {
   a.dst_h = int(p.dst_h), a.dst_w = int(p.dst_w), a.kh = p.kh, a.kw = p.kw, a.ph = p.ph, a.pw = p.pw;
   a.flipped = p.flipped;
   a.chunks = int((p.channels + kChunk - 1) / kChunk);
-  // Rows 16 bytes apart modulo 128 (an odd number of 16-byte words): the 8
-  // rows of an ldmatrix tile fall in different banks.
-  a.pitch = (NT + 1) % 2 == 1 ? TW + 8 : TW + 16;
   a.w_bytes = (kChunk * p.kh * p.kw * 2 + 15) / 16 * 16;
   size_t smem = 0;
   for (a.mt = kTiles / NT; a.mt >= 1; --a.mt) {
     const int rows = 16 * a.mt;
     const int images = 1 + (rows - 1 + a.dst_h - 1) / a.dst_h;  // most images a run touches
     const int staged = rows + images * (p.kh - 1);
-    a.plane = staged * a.pitch;
-    a.in_bytes = kChunk * a.plane * 2;
+    a.in_bytes = staged * L::kRow * 2;
     smem = size_t(a.w_bytes) + a.in_bytes + size_t(rows) * TW * 32;
     if (smem <= size_t(kSmemBudget)) break;
   }
