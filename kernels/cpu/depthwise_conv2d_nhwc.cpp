@@ -7,15 +7,16 @@
 // Forward and input gradient are one gather: the input gradient is the
 // correlation of the output gradient with the flipped taps (each input pixel
 // sums the taps that read it, so no memory is read-modified-written, at any
-// stride). At unit column stride and dilation the gather runs as row blocks:
-// a block of P pixels of one output row keeps J taps of a tap row in
-// registers and loads each source vector once for all the taps that meet it,
-// so it does far fewer loads than multiply-adds; blocks at the image's edge
-// skip the columns outside it. Other strides list each output's products as
-// terms (element offsets of a tap vector and of the source vector it
-// multiplies), built once per row for the pixels whose taps all land inside
-// (their terms differ by a shift) and once per border pixel. Large outputs
-// are written with streaming stores.
+// stride). At unit column stride and dilation (and the forward's column
+// stride 2 with up to 3 tap columns) the gather runs as row blocks: a block of
+// P pixels of one output row keeps J taps of a tap row in registers and loads
+// each source vector once for all the taps that meet it, so it does far fewer
+// loads than multiply-adds; blocks at the image's edge skip the columns
+// outside it. Other strides list each output's products as terms (element
+// offsets of a tap vector and of the source vector it multiplies), built once
+// per row for the pixels whose taps all land inside (their terms differ by a
+// shift) and once per border pixel. Large outputs are written with streaming
+// stores.
 //
 // The weight gradient, at unit column stride and dilation, holds the sums of
 // a few tap rows' taps and a block of output-gradient vectors in registers and
@@ -278,55 +279,60 @@ struct Sink {
   }
 };
 
-// ---- row blocks: unit column stride and dilation -------------------------
+// ---- row blocks: column stride S (1 or 2), unit column dilation ----------
 
-// acc[p] += sum over j < J of taps[j * tstep] * row[(col + p + j) * step] for P
-// pixels one column apart; with Clip, columns outside [0, width) are zero
+// acc[p] += sum over j < J of taps[j * tstep] * row[(col + S * p + j) * step]
+// for P pixels S columns apart; with Clip, columns outside [0, width) are zero
 // padding (not read, nor multiplied). Each source vector is loaded once for
 // all the J taps (held in registers) that meet it.
-template <int P, int J, bool Clip, typename opmath_t>
+template <int P, int J, bool Clip, int S, typename opmath_t>
 C10_ALWAYS_INLINE void row_taps(Vec<opmath_t> (&acc)[P], const opmath_t* taps, int64_t tstep, const opmath_t* row,
                                 int64_t col, int64_t step, int64_t width) {
   Vec<opmath_t> t[J];
   for (int j = 0; j < J; ++j) t[j] = Vec<opmath_t>::loadu(taps + j * tstep);
-  for (int q = 0; q < P + J - 1; ++q) {
+  // Unrolled in full, so that acc stays in registers (GCC left the 19 steps of
+  // a stride-2 block of 9 pixels rolled, acc in memory).
+#pragma GCC unroll 64
+  for (int q = 0; q < S * (P - 1) + J; ++q) {
     if (Clip && (col + q < 0 || col + q >= width)) continue;
     const auto x = Vec<opmath_t>::loadu(row + (col + q) * step);
+#pragma GCC unroll 16
     for (int j = 0; j < J; ++j) {
-      if (q - j >= 0 && q - j < P) acc[q - j] = at::vec::fmadd(t[j], x, acc[q - j]);
+      const int d = q - j;
+      if (d >= 0 && d % S == 0 && d / S < P) acc[d / S] = at::vec::fmadd(t[j], x, acc[d / S]);
     }
   }
 }
 
 // row_taps over the KW taps of a tap row from J0 on, J at a time.
-template <int P, int KW, int J, bool Clip, int J0 = 0, typename opmath_t>
+template <int P, int KW, int J, bool Clip, int S, int J0 = 0, typename opmath_t>
 C10_ALWAYS_INLINE void row_static(Vec<opmath_t> (&acc)[P], const opmath_t* taps, int64_t tstep, const opmath_t* row,
                                   int64_t col, int64_t step, int64_t width) {
   if constexpr (J0 < KW) {
     constexpr int n = std::min(J, KW - J0);
-    row_taps<P, n, Clip>(acc, taps + J0 * tstep, tstep, row, col + J0, step, width);
-    row_static<P, KW, J, Clip, J0 + n>(acc, taps, tstep, row, col, step, width);
+    row_taps<P, n, Clip, S>(acc, taps + J0 * tstep, tstep, row, col + J0, step, width);
+    row_static<P, KW, J, Clip, S, J0 + n>(acc, taps, tstep, row, col, step, width);
   }
 }
 
 // The same for kw known at run time only, three taps at a time.
-template <int P, bool Clip, typename opmath_t>
+template <int P, bool Clip, int S, typename opmath_t>
 C10_ALWAYS_INLINE void row_dynamic(Vec<opmath_t> (&acc)[P], const opmath_t* taps, int64_t tstep, const opmath_t* row,
                                    int64_t col, int64_t step, int64_t width, int64_t kw) {
   int64_t j = 0;
-  for (; j + 3 <= kw; j += 3) row_taps<P, 3, Clip>(acc, taps + j * tstep, tstep, row, col + j, step, width);
+  for (; j + 3 <= kw; j += 3) row_taps<P, 3, Clip, S>(acc, taps + j * tstep, tstep, row, col + j, step, width);
   if (kw - j == 2) {
-    row_taps<P, 2, Clip>(acc, taps + j * tstep, tstep, row, col + j, step, width);
+    row_taps<P, 2, Clip, S>(acc, taps + j * tstep, tstep, row, col + j, step, width);
   } else if (kw - j == 1) {
-    row_taps<P, 1, Clip>(acc, taps + j * tstep, tstep, row, col + j, step, width);
+    row_taps<P, 1, Clip, S>(acc, taps + j * tstep, tstep, row, col + j, step, width);
   }
 }
 
-// Pixels p < P of a block whose pixel p reads source columns col + p + j for
-// taps j < kw: s.out[p][c..] = init[c..] + sum over rows r and j of
-// taps[r.tap + j * lanes + c..] * src[r.src + (col + p + j) * step + c..].
+// Pixels p < P of a block whose pixel p reads source columns col + S * p + j
+// for taps j < kw: s.out[p][c..] = init[c..] + sum over rows r and j of
+// taps[r.tap + j * lanes + c..] * src[r.src + (col + S * p + j) * step + c..].
 // KW is kw, or 0 where kw is known at run time only.
-template <int P, int KW, int J, bool Clip, typename opmath_t, typename out_t>
+template <int P, int KW, int J, bool Clip, int S, typename opmath_t, typename out_t>
 void row_block(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, int64_t lanes, const opmath_t* src,
                int64_t col, int64_t step, int64_t width, const Sink<opmath_t, out_t>& s) {
   constexpr int64_t V = Vec<opmath_t>::size();
@@ -342,9 +348,9 @@ void row_block(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, 
     for (int64_t e = 0; e < int64_t(rows.size()); ++e) {
       const Term& r = rows[reverse ? rows.size() - 1 - e : e];
       if constexpr (KW > 0) {
-        row_static<P, KW, J, Clip>(acc, taps + r.tap + c, lanes, src + r.src + c, col, step, width);
+        row_static<P, KW, J, Clip, S>(acc, taps + r.tap + c, lanes, src + r.src + c, col, step, width);
       } else {
-        row_dynamic<P, Clip>(acc, taps + r.tap + c, lanes, src + r.src + c, col, step, width, kw);
+        row_dynamic<P, Clip, S>(acc, taps + r.tap + c, lanes, src + r.src + c, col, step, width, kw);
       }
     }
     if (s.tile != nullptr) {
@@ -359,15 +365,15 @@ void row_block(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, 
 }
 
 // The block of P output pixels from k, whose pixel k reads columns
-// k - pad + j; columns outside [0, width) are padding.
-template <int P, int KW, int J, typename opmath_t, typename out_t>
+// S * k - pad + j; columns outside [0, width) are padding.
+template <int P, int KW, int J, int S, typename opmath_t, typename out_t>
 void row_block_at(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, int64_t lanes, const opmath_t* src,
                   int64_t step, int64_t pad, int64_t width, int64_t k, const Sink<opmath_t, out_t>& s) {
-  const int64_t col = k - pad;
-  if (col >= 0 && col + P + kw - 1 <= width) {
-    row_block<P, KW, J, false>(rows, kw, taps, lanes, src, col, step, width, s.at(k));
+  const int64_t col = S * k - pad;
+  if (col >= 0 && col + S * (P - 1) + kw <= width) {
+    row_block<P, KW, J, false, S>(rows, kw, taps, lanes, src, col, step, width, s.at(k));
   } else {
-    row_block<P, KW, J, true>(rows, kw, taps, lanes, src, col, step, width, s.at(k));
+    row_block<P, KW, J, true, S>(rows, kw, taps, lanes, src, col, step, width, s.at(k));
   }
 }
 
@@ -390,10 +396,10 @@ constexpr int taps_at_once(int P, int KW) {
   return KW != 5 && P + 4 + 1 <= limit ? 4 : 3;
 }
 
-template <int P, int KW, typename opmath_t, typename out_t>
+template <int P, int KW, int S, typename opmath_t, typename out_t>
 void row_block_p(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, int64_t lanes, const opmath_t* src,
                  int64_t step, int64_t pad, int64_t width, int64_t k, const Sink<opmath_t, out_t>& s) {
-  row_block_at<P, KW, taps_at_once(P, KW)>(rows, kw, taps, lanes, src, step, pad, width, k, s);
+  row_block_at<P, KW, taps_at_once(P, KW), S>(rows, kw, taps, lanes, src, step, pad, width, k, s);
 }
 
 // gather_channels, defined below.
@@ -404,7 +410,7 @@ void gather_channels(const std::vector<Term>& terms, const opmath_t* taps, const
 // Pixels [k0, k1) of a line, at least kMinBlock of them, in the fewest blocks
 // of at most kMaxBlock, of near-equal sizes (so no pixel is computed twice
 // and every block keeps at least kMinBlock multiply-add chains in flight).
-template <int KW, typename opmath_t, typename out_t>
+template <int KW, int S, typename opmath_t, typename out_t>
 void row_blocks(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, int64_t lanes, const opmath_t* src,
                 int64_t step, int64_t pad, int64_t width, int64_t k0, int64_t k1, const Sink<opmath_t, out_t>& s) {
   const auto args = std::make_tuple(std::cref(rows), kw, taps, lanes, src, step, pad, width);
@@ -415,12 +421,12 @@ void row_blocks(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps,
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t P = size + (b < wider);
     switch (P) {
-      case 5: at(row_block_p<5, KW, opmath_t, out_t>, k); break;
-      case 6: at(row_block_p<6, KW, opmath_t, out_t>, k); break;
-      case 7: at(row_block_p<7, KW, opmath_t, out_t>, k); break;
-      case 8: at(row_block_p<8, KW, opmath_t, out_t>, k); break;
-      case 9: at(row_block_p<9, KW, opmath_t, out_t>, k); break;
-      case 10: at(row_block_p<10, KW, opmath_t, out_t>, k); break;
+      case 5: at(row_block_p<5, KW, S, opmath_t, out_t>, k); break;
+      case 6: at(row_block_p<6, KW, S, opmath_t, out_t>, k); break;
+      case 7: at(row_block_p<7, KW, S, opmath_t, out_t>, k); break;
+      case 8: at(row_block_p<8, KW, S, opmath_t, out_t>, k); break;
+      case 9: at(row_block_p<9, KW, S, opmath_t, out_t>, k); break;
+      case 10: at(row_block_p<10, KW, S, opmath_t, out_t>, k); break;
       default: TORCH_INTERNAL_ASSERT(false, "row block of ", P, " pixels");
     }
     k += P;
@@ -435,43 +441,49 @@ void row_blocks(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps,
 // clipped block) and in lines with fewer than kMinBlock inside pixels, the
 // whole line goes in blocks that skip what is outside, or, narrower than
 // kMinBlock, as term lists.
-template <int KW, typename opmath_t, typename out_t>
+template <int KW, int S, typename opmath_t, typename out_t>
 void row_line_sized(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, int64_t lanes,
                     const opmath_t* src, int64_t step, int64_t pad, int64_t width, int64_t count,
                     const Sink<opmath_t, out_t>& s, std::vector<Term>& terms) {
   auto one = [&](int64_t k) {
     terms.clear();
     for (const auto& r : rows) {
-      for (int64_t j = std::max<int64_t>(0, pad - k); j < std::min(kw, width + pad - k); ++j) {
-        terms.push_back({r.tap + j * lanes, r.src + (k - pad + j) * step});
+      for (int64_t j = std::max<int64_t>(0, pad - S * k); j < std::min(kw, width + pad - S * k); ++j) {
+        terms.push_back({r.tap + j * lanes, r.src + (S * k - pad + j) * step});
       }
     }
     gather_channels<1, 8>(terms, taps, src, 0, s.at(k), lanes);
   };
-  const int64_t a = std::clamp<int64_t>(pad, 0, count), b = std::clamp<int64_t>(width - kw + 1 + pad, a, count);
+  // Pixels [a, b) read columns S * k - pad + j inside [0, width) only.
+  const int64_t a = std::clamp<int64_t>((pad + S - 1) / S, 0, count);
+  const int64_t b = width - kw + pad < 0 ? a : std::clamp<int64_t>((width - kw + pad) / S + 1, a, count);
   if (b - a >= kMinBlock && kw <= 3) {
     for (int64_t k = 0; k < a; ++k) one(k);
-    row_blocks<KW>(rows, kw, taps, lanes, src, step, pad, width, a, b, s);
+    row_blocks<KW, S>(rows, kw, taps, lanes, src, step, pad, width, a, b, s);
     for (int64_t k = b; k < count; ++k) one(k);
   } else if (count >= kMinBlock) {
-    row_blocks<KW>(rows, kw, taps, lanes, src, step, pad, width, 0, count, s);
+    row_blocks<KW, S>(rows, kw, taps, lanes, src, step, pad, width, 0, count, s);
   } else {
     for (int64_t k = 0; k < count; ++k) one(k);
   }
 }
 
 // Every output pixel k < count of a line whose pixel k reads, from each row r
-// (tap offset r.tap, source offset r.src), source columns k - pad + j for taps
-// j < kw, one `step` apart; `terms` is scratch.
-template <typename opmath_t, typename out_t>
+// (tap offset r.tap, source offset r.src), source columns S * k - pad + j for
+// taps j < kw, one `step` apart; `terms` is scratch.
+template <int S = 1, typename opmath_t, typename out_t>
 void row_line(const std::vector<Term>& rows, int64_t kw, const opmath_t* taps, int64_t lanes, const opmath_t* src,
               int64_t step, int64_t pad, int64_t width, int64_t count, const Sink<opmath_t, out_t>& s,
               std::vector<Term>& terms) {
+  if constexpr (S != 1) {  // (the forward's stride 2 takes up to 3 tap columns)
+    if (kw == 3) return row_line_sized<3, S>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
+    return row_line_sized<0, S>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
+  }
   switch (kw) {
-    case 3: return row_line_sized<3>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
-    case 5: return row_line_sized<5>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
-    case 7: return row_line_sized<7>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
-    default: return row_line_sized<0>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
+    case 3: return row_line_sized<3, S>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
+    case 5: return row_line_sized<5, S>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
+    case 7: return row_line_sized<7, S>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
+    default: return row_line_sized<0, S>(rows, kw, taps, lanes, src, step, pad, width, count, s, terms);
   }
 }
 
@@ -670,7 +682,15 @@ void forward(const conv::DepthwisePlan& p) {
   const int64_t slots = std::min((w.kh - 1) * w.dh + 1, s.H);
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   scalar_t* out = p.out.data_ptr<scalar_t>();
-  const bool unit = w.sw == 1 && w.dw == 1, stream = unit && streams<scalar_t, opmath_t>(p.out, s.O, lanes);
+  // Column stride 2 (MobileNet's downsampling layers) with up to 3 tap columns
+  // runs row blocks too: a block loads each source vector once for the one or
+  // two taps that meet it, where a term list loads it once a tap (float32,
+  // 8x96x112x112, two threads: 0.9 of the term lists' time; half types, whose
+  // rows are staged, the same). Wider windows keep the term lists: their row
+  // lines go in clipped blocks, which measured slower.
+  const bool unit = w.sw == 1 && w.dw == 1;
+  const bool halving = w.sw == 2 && w.dw == 1 && w.kw <= 3;
+  const bool stream = (unit || halving) && streams<scalar_t, opmath_t>(p.out, s.O, lanes);
   const Gather<opmath_t> g{taps.data(), lanes, 1, 0};
   at::parallel_for(0, s.N * s.out_h, grain(s.out_w * s.O * n_taps), [&](int64_t begin, int64_t end) {
     Aligned<opmath_t> tile(stream ? kMaxBlock * lanes : 0);
@@ -686,6 +706,8 @@ void forward(const conv::DepthwisePlan& p) {
                                           stream ? tile.data() : nullptr};
       if (unit) {
         row_line(rows, w.kw, taps.data(), lanes, rows_of.origin(), pitch, w.pw, s.W, s.out_w, sink, terms);
+      } else if (halving) {
+        row_line<2>(rows, w.kw, taps.data(), lanes, rows_of.origin(), pitch, w.pw, s.W, s.out_w, sink, terms);
       } else {
         gather_line(g, line, cols, rows, rows_of.origin(), sink, reaches, terms);
       }

@@ -292,6 +292,10 @@ _NHWC = [
     (1, 24, 10, 50, 2, (7, 7), 1, 3, 1),
     (1, 16, 8, 45, 1, (5, 5), 1, 2, 1),
     (1, 8, 6, 45, 1, (9, 4), 1, (4, 1), 1),  # tap rows of a width without a kernel of its own
+    # Column stride 2 with at most 3 tap columns: the forward's row blocks of pixels two columns apart.
+    (2, 16, 9, 31, 1, (3, 3), 2, 1, 1),  # blocks clear of both borders, the edge pixels as term lists
+    (1, 13, 6, 40, 1, (3, 2), (1, 2), (1, 0), 1),  # no padding: every pixel in blocks; 13 channels staged
+    (1, 8, 5, 12, 1, (3, 3), 2, 1, 1),  # 6 pixels a row, too few clear of the borders: clipped blocks
 ]
 
 _NHWC_TOL = {torch.float64: 1e-12, torch.float32: 2e-5, torch.float16: 4e-3, torch.bfloat16: 3e-2}
@@ -409,3 +413,15 @@ def test_depthwise_cpu_channels_last_large_output():
                                                [0, 0], 256, [True, False, False])[0]
     assert gx.is_contiguous(memory_format=torch.channels_last)
     _assert_close_scaled(gx, want, 2e-5)
+
+
+def test_depthwise_cpu_channels_last_large_strided_output():
+    """A stride-2 forward whose output is at least 8 MiB streams its row blocks
+    too; against ATen in float64."""
+    x = torch.randn(1, 256, 192, 194).to(memory_format=torch.channels_last)
+    w = torch.randn(256, 1, 3, 3)
+    y = customops.depthwise_conv2d(x, w, None, 2, 1)
+    ref = F.conv2d(x.double(), w.double(), None, 2, 1, 1, 256)
+    assert y.numel() * 4 >= 8 * 2**20
+    assert y.is_contiguous(memory_format=torch.channels_last)
+    _assert_close_scaled(y, ref, 2e-5)
