@@ -52,7 +52,6 @@
 #include <c10/util/Half.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -69,7 +68,7 @@ constexpr int kWarps = kThreads / 32;
 constexpr int kChunk = 16;              // channels a block owns
 constexpr int kWindow = 9;              // largest kh and kw
 constexpr int kTiles = 8;               // M-tiles x N-tiles a warp accumulates, for each of its two channels
-constexpr int kSmemBudget = 110 << 10;  // two blocks a multiprocessor
+constexpr int kSmemBudget = 110 << 10;  // two blocks a multiprocessor (of an H100's 228 KB)
 
 struct Args {
   const void* src;
@@ -385,6 +384,10 @@ bool launch_nt(const Problem& p, cudaStream_t stream) {
   a.flipped = p.flipped;
   a.chunks = int((p.channels + kChunk - 1) / kChunk);
   a.w_bytes = (kChunk * p.kh * p.kw * 2 + 15) / 16 * 16;
+  // Two blocks a multiprocessor on an H100; GPUs that give a block less than kSmemBudget (99 KB on sm_86 and
+  // sm_89) take shorter runs of rows.
+  const size_t budget =
+      std::min<size_t>(kSmemBudget, at::cuda::getCurrentDeviceProperties()->sharedMemPerBlockOptin);
   size_t smem = 0;
   for (a.mt = kTiles / NT; a.mt >= 1; --a.mt) {
     const int rows = 16 * a.mt;
@@ -392,21 +395,14 @@ bool launch_nt(const Problem& p, cudaStream_t stream) {
     const int staged = rows + images * (p.kh - 1);
     a.in_bytes = staged * L::kRow * 2;
     smem = size_t(a.w_bytes) + a.in_bytes + size_t(rows) * TW * 32;
-    if (smem <= size_t(kSmemBudget)) break;
+    if (smem <= budget) break;
   }
   if (a.mt < 1) return false;
   a.runs = int((a.rows + 16 * a.mt - 1) / (16 * a.mt));
   const int64_t tiles_x = (p.dst_w + TW - 1) / TW, blocks = int64_t(a.chunks) * a.runs * tiles_x;
   if (blocks >= (int64_t(1) << 31)) return false;
   auto kernel = mma_corr_kernel<T, NT>;
-  // Above 48 KB a kernel must ask, once on each device.
-  static std::atomic<uint64_t> configured{0};
-  const int device = at::cuda::current_device();
-  const uint64_t bit = device < 64 ? uint64_t(1) << device : 0;
-  if (bit == 0 || !(configured.load() & bit)) {
-    C10_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBudget));
-    configured.fetch_or(bit);
-  }
+  launch::opt_in_shared_memory(kernel);  // above 48 KB a kernel must ask
   kernel<<<unsigned(blocks), kThreads, smem, stream>>>(a);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return true;
