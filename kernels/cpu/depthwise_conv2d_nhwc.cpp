@@ -16,7 +16,7 @@
 // offsets of a tap vector and of the source vector it multiplies), built once
 // per row for the pixels whose taps all land inside (their terms differ by a
 // shift) and once per border pixel. Large outputs are written with streaming
-// stores.
+// stores, and each row's loop asks for the source rows of the next one ahead.
 //
 // The weight gradient, at unit column stride and dilation, holds the sums of
 // a few tap rows' taps and a block of output-gradient vectors in registers and
@@ -701,6 +701,19 @@ void forward(const conv::DepthwisePlan& p) {
     std::vector<Reach> rows, reaches;
     std::vector<Term> terms;
     for (int64_t r = begin; r < end; ++r) {
+      // The input rows that the next output row reads and this one does not
+      // (up to sh of them) are asked for now, so that they arrive while this
+      // row is computed: the hardware prefetchers, which see a channel
+      // vector's loads a pixel apart, left the forward waiting on memory
+      // (8x144x56x56 float32 3x3, one and two threads: 1.12-1.38x PyTorch's
+      // time without, 0.70-0.98x with, over runs; one cached image unchanged).
+      if (r + 1 < end) {
+        const int64_t n1 = (r + 1) / s.out_h, top = (r + 1) % s.out_h * w.sh - w.ph;
+        const int64_t last = top + (w.kh - 1) * w.dh;  // past this row's last by sh
+        for (int64_t iy = last; iy > last - w.sh && iy >= top; iy -= w.dh) {
+          if (iy >= 0 && iy < s.H) prefetch(x + (n1 * s.H + iy) * s.W * s.C, s.W * s.C);
+        }
+      }
       input_rows(w, s.H, lanes, r / s.out_h, r % s.out_h, rows_of, rows);
       const Sink<opmath_t, scalar_t> sink{out + r * s.out_w * s.O, s.O, s.O, bias.empty() ? nullptr : bias.data(),
                                           stream ? tile.data() : nullptr};
@@ -748,6 +761,15 @@ void input_grad(const conv::DepthwiseBackwardPlan& bp, at::Tensor& grad_input) {
     std::vector<Term> terms;
     for (int64_t r = begin; r < end; ++r) {
       const int64_t n = r / s.H, y = r % s.H;
+      // The output-gradient row that the next input row reads and this one
+      // does not, asked for ahead as in the forward (8x144x56x56 float32 3x3:
+      // 1.15-1.33x PyTorch's time without, 0.80-0.88x with).
+      if (r + 1 < end) {
+        const int64_t n1 = (r + 1) / s.H, num = (r + 1) % s.H + w.ph;
+        if (num % w.sh == 0 && num / w.sh < s.out_h) {
+          prefetch(gout + (n1 * s.out_h + num / w.sh) * s.out_w * s.O, s.out_w * s.O);
+        }
+      }
       // Tap row i (flipped: table row kh-1-i) reads output row (y + ph - i*dh) / sh where that divides.
       rows.clear();
       for (int64_t i = w.kh - 1; i >= 0; --i) {
