@@ -37,7 +37,7 @@ constexpr int kMaxOutGroupChannels = 32;
 struct Launch {
   Conv c;
   int slice_groups, tile_rows, tile_cols, swizzle;
-  int pitch;  // window pixels between rows in shared memory (tile_cols, or more: see plan)
+  int pitch;  // window pixels between rows in shared memory: tile_cols rounded up to a multiple of 8
   int64_t smem;  // bytes of dynamic shared memory
 };
 
@@ -133,6 +133,11 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
   const int64_t tiles = c.N * tiles_p * tiles_q;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const uint32_t tile_base = sm80::smem_address(tile);
+  // Byte steps in the window: a tap row, a tap column, two output rows; lane_at: the lane's pixel of tap (0, 0).
+  const uint32_t row_step = uint32_t(c.dil_h * l.pitch * chunks * 16), col_step = uint32_t(c.dil_w * chunks * 16);
+  const uint32_t pair_step = uint32_t(2 * c.stride_h * l.pitch * chunks * 16);
+  const uint32_t lane_at =
+      tile_base + uint32_t((lane / 16 * c.stride_h * l.pitch + (lane % 16) * c.stride_w) * chunks * 16);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int ow0 = int(t % tiles_q) * kTileQ, oh0 = int(t / tiles_q % tiles_p) * kTileP;
     const int64_t n = t / tiles_q / tiles_p;
@@ -141,21 +146,24 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
     sm80::copies_done();
     __syncthreads();
     // A warp takes a group and the tile's kTileP rows: each filter fragment feeds kTileP MMAs. ldmatrix.x4
-    // reads two rows' A fragments: lanes 0-15 address row 2i's pixels 0-15, lanes 16-31 row 2i+1's.
+    // reads two rows' A fragments: lanes 0-15 address row 2i's pixels 0-15, lanes 16-31 row 2i+1's. The
+    // addresses advance by fixed steps from tap to tap (the window's row pitch, a multiple of 8 pixels, leaves
+    // a pixel's swizzle depending on its column alone): no multiplications in the loop.
     for (int gl = warp; gl < l.slice_groups; gl += kThreads / 32) {
       float acc[kTileP][kKG8][4] = {};
-      for (int r = 0; r < c.R; ++r) {
-        for (int s = 0; s < c.S; ++s) {
-          const int pix0 =
-              (lane / 16 * c.stride_h + r * c.dil_h) * l.pitch + (lane % 16) * c.stride_w + s * c.dil_w;
-          const uint32_t* wt = wsm + ((gl * taps + r * c.S + s) * cg8) * kKG8 * 32 + lane;
+      const uint32_t* wt = wsm + gl * taps * cg8 * kKG8 * 32 + lane;
+      uint32_t row_at = lane_at;
+      for (int r = 0; r < c.R; ++r, row_at += row_step) {
+        uint32_t at = row_at;
+        int column = (lane % 16) * c.stride_w;
+        for (int s = 0; s < c.S; ++s, at += col_step, column += c.dil_w, wt += cg8 * kKG8 * 32) {
+          const int key = column & l.swizzle;
           for (int kc = 0; kc < cg8; ++kc) {
+            const uint32_t chunk_at = at + uint32_t(((gl * cg8 + kc) ^ key) * 16);
             uint32_t a[kTileP][2];
 #pragma unroll
             for (int i = 0; i < kTileP; i += 2) {
-              const int pix = pix0 + i * c.stride_h * l.pitch;
-              sm80::ldmatrix_x4<false>(a[i][0], a[i][1], a[i + 1][0], a[i + 1][1],
-                          tile_base + (pix * chunks + ((gl * cg8 + kc) ^ (pix & l.swizzle))) * 16);
+              sm80::ldmatrix_x4<false>(a[i][0], a[i][1], a[i + 1][0], a[i + 1][1], chunk_at + i / 2 * pair_step);
             }
 #pragma unroll
             for (int nb = 0; nb < kKG8; ++nb) {
@@ -304,7 +312,7 @@ __global__ void __launch_bounds__(kThreads, 2) mma_weight_grad(const T* __restri
 Launch plan(const Conv& c, bool weight_grad) {
   Launch l{c, 0, (kTileP - 1) * c.stride_h + (c.R - 1) * c.dil_h + 1,
            (kTileQ - 1) * c.stride_w + (c.S - 1) * c.dil_w + 1, 0, 0, 0};
-  l.pitch = weight_grad ? (l.tile_cols + 7) / 8 * 8 : l.tile_cols;
+  l.pitch = (l.tile_cols + 7) / 8 * 8;  // the kernels' fragment addresses rely on it
   const int pairs = (c.R * c.S * c.ICg / 8 + 1) / 2;
   for (int gb = std::min(c.groups, std::max(1, kSliceChannels / c.ICg)); gb >= 1; --gb) {
     const int chunks = gb * c.ICg / 8;
