@@ -317,7 +317,8 @@ __global__ void __launch_bounds__(kThreads, 2) mma_weight_grad(const T* __restri
 // Groups per block: the most that divide `groups`, make a power of two of 16-byte chunks a pixel and keep the
 // slice within kSliceChannels and the block's shared memory within kSmemCap (the weight gradient: and its
 // accumulators within kMaxItems a warp); slice_groups 0 if none does. Shared memory: the input window, and the
-// filter fragments (forward) or the grad_out tile (weight gradient).
+// filter fragments (forward) or the grad_out tile (weight gradient: two stages of both, and at the end the
+// block's partial sums).
 Launch plan(const Conv& c, bool weight_grad) {
   Launch l{c, 0, (kTileP - 1) * c.stride_h + (c.R - 1) * c.dil_h + 1,
            (kTileQ - 1) * c.stride_w + (c.S - 1) * c.dil_w + 1, 0, 0, 0};
