@@ -6,8 +6,10 @@
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/memory_format.h"
 
@@ -44,16 +46,72 @@ __global__ void transpose_batch(const scalar_t* __restrict__ src, scalar_t* __re
   }
 }
 
+// The same for 2-byte types with R and S even, in 64 x 64 tiles: a thread moves pairs of neighbouring elements
+// as one 4-byte load or store, so that a warp's row is a whole 128-byte line (the 32 x 32 tiles above moved 64
+// bytes a warp row, 2 bytes a thread, and ran at 0.70 TB/s on an H100 for 32x256x56x56 float16); a thread's 8
+// loads are issued before the barrier.
+constexpr int kPairTile = 64;
+
+template <typename scalar_t>
+__global__ void __launch_bounds__(kTile * kRowsPerPass) transpose_pairs(const scalar_t* __restrict__ src,
+                                                                       scalar_t* __restrict__ dst, int64_t B,
+                                                                       int64_t R, int64_t S) {
+  static_assert(sizeof(scalar_t) == 2);
+  __shared__ float tile[kPairTile][kPairTile + 1];  // odd pitch: column reads two-way bank conflicts at most
+  const int64_t tiles_r = (R + kPairTile - 1) / kPairTile, tiles_s = (S + kPairTile - 1) / kPairTile;
+  const int64_t tiles = B * tiles_r * tiles_s;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const int64_t b = t / (tiles_r * tiles_s), rest = t % (tiles_r * tiles_s);
+    const int64_t r0 = rest / tiles_s * kPairTile, s0 = rest % tiles_s * kPairTile;
+    const scalar_t* from = src + b * R * S;
+    scalar_t* to = dst + b * R * S;
+    const bool s_in = s0 + 2 * tx < S;  // S even: the pair is whole or out
+#pragma unroll
+    for (int k = ty; k < kPairTile; k += kRowsPerPass) {
+      if (r0 + k < R && s_in) {
+        const auto v = *reinterpret_cast<const __nv_bfloat162*>(from + (r0 + k) * S + s0 + 2 * tx);
+        const scalar_t* e = reinterpret_cast<const scalar_t*>(&v);
+        tile[k][2 * tx] = static_cast<float>(e[0]);
+        tile[k][2 * tx + 1] = static_cast<float>(e[1]);
+      }
+    }
+    __syncthreads();
+    const bool r_in = r0 + 2 * tx < R;
+#pragma unroll
+    for (int k = ty; k < kPairTile; k += kRowsPerPass) {
+      if (s0 + k < S && r_in) {
+        scalar_t e[2] = {static_cast<scalar_t>(tile[2 * tx][k]), static_cast<scalar_t>(tile[2 * tx + 1][k])};
+        *reinterpret_cast<__nv_bfloat162*>(to + (s0 + k) * R + r0 + 2 * tx) =
+            *reinterpret_cast<const __nv_bfloat162*>(e);
+      }
+    }
+    __syncthreads();  // the tile is refilled on the next pass
+  }
+}
+
 void transpose(const at::Tensor& src, const at::Tensor& dst, int64_t B, int64_t R, int64_t S) {
-  const int64_t tiles = B * ((R + kTile - 1) / kTile) * ((S + kTile - 1) / kTile);
+  const bool pairs = src.element_size() == 2 && R % 2 == 0 && S % 2 == 0 &&
+                     reinterpret_cast<uintptr_t>(src.const_data_ptr()) % 4 == 0 &&
+                     reinterpret_cast<uintptr_t>(dst.const_data_ptr()) % 4 == 0;
+  const int64_t edge = pairs ? kPairTile : kTile;
+  const int64_t tiles = B * ((R + edge - 1) / edge) * ((S + edge - 1) / edge);
   if (tiles == 0) return;
   // Enough resident blocks to cover the memory latency; the grid-stride loop takes the rest.
   const int64_t most = int64_t{at::cuda::getCurrentDeviceProperties()->multiProcessorCount} * 16;
   const dim3 grid(static_cast<unsigned>(std::min(tiles, most)));
   const dim3 block(kTile, kRowsPerPass);
+  const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "customops::to_format", [&] {
-    transpose_batch<scalar_t><<<grid, block, 0, at::cuda::getCurrentCUDAStream()>>>(
-        src.const_data_ptr<scalar_t>(), dst.mutable_data_ptr<scalar_t>(), B, R, S);
+    if constexpr (sizeof(scalar_t) == 2) {
+      if (pairs) {
+        transpose_pairs<scalar_t><<<grid, block, 0, stream>>>(src.const_data_ptr<scalar_t>(),
+                                                              dst.mutable_data_ptr<scalar_t>(), B, R, S);
+        return;
+      }
+    }
+    transpose_batch<scalar_t><<<grid, block, 0, stream>>>(src.const_data_ptr<scalar_t>(),
+                                                          dst.mutable_data_ptr<scalar_t>(), B, R, S);
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
