@@ -6,7 +6,9 @@
 //    channels_last and back (kernels/cuda/memory_format.cu).
 //  - direct kernels: grouped (kernels/cuda/conv2d_grouped.cu) for groups > 1 of at most 32 channels each (any
 //    GPU, float16, bfloat16, float32; NCHW calls converted like the implicit path's), and stem
-//    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16).
+//    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16), and
+//    the float32 weight gradient in TF32 where allowed (kernels/cuda/conv2d_tf32_wgrad.cu: sm_80+, one group,
+//    channels multiples of 4), which CUTLASS's SM90 kernels do not have.
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the last (tests, benchmarks, the textbook algorithm); `implicit`
@@ -29,6 +31,7 @@
 #include "kernels/cuda/conv2d_grouped.h"
 #include "kernels/cuda/conv2d_implicit.h"
 #include "kernels/cuda/conv2d_stem.h"
+#include "kernels/cuda/conv2d_tf32_wgrad.h"
 #include "kernels/cuda/memory_format.h"
 
 namespace customops::cuda {
@@ -60,6 +63,7 @@ const char* describe(Refusal r) {
     case Refusal::kPointwise:
       return "explicit GEMM: a 1x1 unit-stride unpadded convolution is one cuBLAS GEMM (its gradients; an NCHW forward)";
     case Refusal::kCutlass: return "explicit GEMM: CUTLASS's can_implement refused the problem";
+    case Refusal::kSlower: return "explicit GEMM: measured faster for this shape";
     case Refusal::kForced: return "explicit GEMM: CUSTOMOPS_CONV2D_ALGO=explicit";
   }
   return "?";
@@ -184,12 +188,25 @@ bool stem_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_
   return !algo_is("explicit") && channels_last(input) && stem::takes(input.scalar_type(), g, groups, pass_);
 }
 
+// Whether the float32 weight gradient goes to the TF32 kernel (one group; not the stem's few channels).
+bool tf32_weight_grad_path(const at::Tensor& input, Pass pass_) {
+  return pass_ == Pass::kWeightGrad && input.scalar_type() == at::kFloat;
+}
+
 // Whether the fast path takes a call: the direct grouped kernels for groups > 1; for one group the stem kernels
-// where they apply, else the implicit GEMM.
+// where they apply, the TF32 kernel for float32 weight gradients, else the implicit GEMM.
 Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_,
                   bool allow_tf32) {
   if (groups > 1) return algo_is("explicit") ? Refusal::kForced : grouped::supports(input.scalar_type(), g, groups);
   if (stem_path(input, g, groups, pass_)) return Refusal::kNone;
+  if (tf32_weight_grad_path(input, pass_)) {
+    if (algo_is("explicit")) return Refusal::kForced;
+    if (!allow_tf32) return Refusal::kTf32Off;
+    // A 1x1 unit-stride unpadded convolution's weight gradient is one GEMM: cuBLAS's (the explicit path's).
+    const bool pointwise = g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+    if (pointwise && !algo_is("implicit")) return Refusal::kPointwise;
+    return tf32::supports_weight_grad(input.scalar_type(), g);
+  }
   return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
 }
 
@@ -198,9 +215,12 @@ void log_choice(Pass pass_, Refusal r, const implicit_gemm::Geometry& g, int64_t
   if (FLAGS_caffe2_log_level > c10::GLOG_INFO) return;  // skip formatting a message nobody sees
 #endif
   const char* name = pass_ == Pass::kForward ? "forward" : pass_ == Pass::kInputGrad ? "input grad" : "weight grad";
-  const char* why = groups > 1 ? grouped::describe(r)
+  const bool tf32 = groups == 1 && !stem_path(input, g, groups, pass_) && tf32_weight_grad_path(input, pass_);
+  const char* why = groups > 1                                                  ? grouped::describe(r)
                     : r == Refusal::kNone && stem_path(input, g, groups, pass_) ? "direct stem kernel"
-                                                                                : implicit_gemm::describe(r);
+                    : tf32 && r == Refusal::kNone                               ? "direct TF32 kernel"
+                    : tf32 && r == Refusal::kDevice ? "explicit GEMM: the TF32 kernel needs compute capability 8.0"
+                                                    : implicit_gemm::describe(r);
   LOG(INFO) << "customops::conv2d " << name << " " << input.scalar_type() << " N" << g.N << " C" << g.C << " "
             << g.H << "x" << g.W << " -> K" << g.K << " " << g.R << "x" << g.S << " groups " << groups << ": " << why;
 }
@@ -311,7 +331,9 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
   const Refusal r_in = output_mask[0] ? fast_path(input, g, groups, Pass::kInputGrad,
                                                     at::globalContext().allowTF32CuBLAS())
                                       : Refusal::kForced;
-  const Refusal r_w = output_mask[1] ? fast_path(input, g, groups, Pass::kWeightGrad, false) : Refusal::kForced;
+  const Refusal r_w = output_mask[1] ? fast_path(input, g, groups, Pass::kWeightGrad,
+                                                    at::globalContext().allowTF32CuBLAS())
+                                      : Refusal::kForced;
   if (r_in != Refusal::kNone && r_w != Refusal::kNone) {
     if (output_mask[0]) log_choice(Pass::kInputGrad, r_in, g, groups, input);
     if (output_mask[1]) log_choice(Pass::kWeightGrad, r_w, g, groups, input);
@@ -350,6 +372,8 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
         grad_weight = grouped::weight_grad(gout, x, weight, g, groups);
       } else if (stem_path(input, g, groups, Pass::kWeightGrad)) {
         grad_weight = stem::weight_grad(gout, x, weight, g);
+      } else if (tf32_weight_grad_path(input, Pass::kWeightGrad)) {
+        grad_weight = grouped::sum_weight_partials(tf32::weight_grad_partials(gout, x, g), weight);
       } else {
         r = implicit_weight_grad(gout, x, g, weight, &grad_weight);
       }

@@ -476,15 +476,19 @@ at::Tensor weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at
     }
   });
   }
+  return sum_weight_partials(partial, weight);
+}
+
+at::Tensor sum_weight_partials(const at::Tensor& partial, const at::Tensor& weight) {
   at::Tensor grad_weight = at::empty(weight.sizes(), weight.options().memory_format(weight.suggest_memory_format()));
   if (grad_weight.numel() == 0) return grad_weight;
   const int64_t n = grad_weight.numel();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "grouped_weight_grad_sum", [&] {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "conv2d_weight_grad_sum", [&] {
     sum_partials<scalar_t><<<unsigned((n + kSumColumns - 1) / kSumColumns), kSumColumns * kSumSegments, 0,
                              at::cuda::getCurrentCUDAStream()>>>(
-        partial.const_data_ptr<float>(), int(partial.size(0)), n, int(p.ICg), int(p.R), int(p.S),
-        grad_weight.stride(0), grad_weight.stride(1), grad_weight.stride(2), grad_weight.stride(3),
-        grad_weight.mutable_data_ptr<scalar_t>());
+        partial.const_data_ptr<float>(), int(partial.size(0)), n, int(weight.size(1)), int(weight.size(2)),
+        int(weight.size(3)), grad_weight.stride(0), grad_weight.stride(1), grad_weight.stride(2),
+        grad_weight.stride(3), grad_weight.mutable_data_ptr<scalar_t>());
   });
   C10_CUDA_KERNEL_LAUNCH_CHECK();
   return grad_weight;

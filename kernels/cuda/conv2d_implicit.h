@@ -20,7 +20,8 @@ struct Geometry {
 
 // Why the implicit path does not take a call (kNone: it does), for the debug log and the tests.
 enum class Refusal {
-  kNone, kForced, kNotBuilt, kDevice, kDtype, kTf32Off, kGroups, kAlignment, kSize, kStride, kPadding, kPointwise, kCutlass
+  kNone, kForced, kNotBuilt, kDevice, kDtype, kTf32Off, kGroups, kAlignment, kSize, kStride, kPadding, kPointwise, kCutlass,
+  kSlower
 };
 const char* describe(Refusal r);
 

@@ -1,7 +1,7 @@
 // Inline-PTX pieces of the tensor-core kernels (sm_80 and later): cp.async copies into shared memory, ldmatrix
-// loads of 8x8 b16 tiles and the m16n8k16 half-precision MMA with float accumulators. The grouped and stem
-// conv2d kernels and the depthwise tensor-core kernel share them. Compiled for older GPUs they are empty: those
-// kernels are not launched there.
+// loads of 8x8 b16 tiles, the m16n8k16 half-precision and m16n8k8 TF32 MMAs with float accumulators. The grouped,
+// stem and TF32 weight-gradient conv2d kernels and the depthwise tensor-core kernel share them. Compiled for older
+// GPUs they are empty: those kernels are not launched there.
 #pragma once
 
 #include <c10/util/Half.h>
@@ -96,6 +96,27 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+#endif
+}
+
+// float32 -> TF32 (10 mantissa bits), rounded to nearest with ties away from zero, as cuBLAS's TF32 GEMMs take
+// float32 operands: the MMA itself would truncate the low bits.
+__device__ __forceinline__ uint32_t to_tf32(float f) {
+  uint32_t t = __float_as_uint(f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t) : "f"(f));
+#endif
+  return t;
+}
+
+// d += a (16x8 TF32, row-major fragments) * b (8x8, column-major), float32 accumulators. Not volatile: the
+// compiler may move it among the fragment loads.
+__device__ __forceinline__ void mma_16x8x8_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 #endif
 }
 
