@@ -1,7 +1,7 @@
 // conv2d's weight gradient in TF32 (conv2d_tf32_wgrad.h says why a kernel of our own). The GEMM: output channels
 // (M) x filter taps and input channels (N), reduced over the output pixels, every operand tile read from shared
 // memory. A block owns 64 output channels x 64 input channels x up to 9 taps (a tap group) and walks a chunk of
-// stages, a stage being up to 64 output pixels (a piece of a row, or several short rows): it copies the stage's
+// stages, a stage being a piece of an output row or several whole rows: it copies the stage's
 // grad_out pixels and the input window their taps read (cp.async, the next stage's copies in flight during this one's MMAs, zeros outside
 // the image and past the channels) into shared memory. Each of its 8 warps accumulates 8 input channels x the
 // block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments (grad_out) feed each tap's
@@ -30,7 +30,9 @@ constexpr int kCopies = kTileC / 4;        // 16-byte copies a pixel (kTileK == 
 constexpr int kCopyPixels = kThreads / kCopies;  // pixels one pass of the block's copies covers
 constexpr int kMaxTaps = 9;                // taps a block accumulates (registers: 9 x 4 x 4 floats a thread)
 constexpr int kPitch = 72;                 // floats a pixel takes in shared memory
-constexpr int kMaxTileQ = 64;              // output pixels of a stage
+constexpr int kMaxTileQ = 64;              // output pixels of a stage row
+constexpr int kStagePixels = 128;          // output pixels of a stage (64 measured 12-17% slower: more stages
+                                           // and barriers, more window rows copied per output row)
 constexpr int64_t kSmemCap = 200 << 10;    // both stages; one block an SM
 
 struct Dims {
@@ -157,8 +159,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Stage sizes for g, or tile_q = 0 when even 8 pixels' window overflows shared memory. A stage holds up to
-// kMaxTileQ output pixels: a piece of a long row, or several short rows (14 x 14 images: 4 rows of 16).
+// Stage sizes for g, or tile_q = 0 when even 8 pixels' window overflows shared memory. A stage holds a piece of
+// at most kMaxTileQ pixels of a long row, or up to kStagePixels of whole rows (56 x 56 images: 2 rows of 56; 14 x
+// 14: 8 rows of 16).
 Dims plan(const Geometry& g) {
   Dims d{};
   d.N = g.N;
@@ -175,7 +178,7 @@ Dims plan(const Geometry& g) {
   }
   const int row = (d.Q + 7) / 8 * 8;
   for (d.tile_q = std::min(kMaxTileQ, row); d.tile_q > 0; d.tile_q -= 8) {
-    d.tile_p = d.tile_q == row ? std::clamp(kMaxTileQ / row, 1, d.P) : 1;
+    d.tile_p = d.tile_q == row ? std::clamp(kStagePixels / row, 1, d.P) : 1;
     for (; d.tile_p > 0; --d.tile_p) {
       d.win_rows = (d.tile_p - 1) * d.stride_h + (group_rows - 1) * d.dil_h + 1;
       d.win_w = (d.tile_q - 1) * d.stride_w + (d.S - 1) * d.dil_w + 1;
@@ -192,8 +195,8 @@ Dims plan(const Geometry& g) {
   return d;
 }
 
-// Batch chunks: the fewest that minimise a time model, waves x stages a block + the partial sums' traffic (a
-// stage of 64 pixels, 64 x 64 channels and 9 taps at about 2 TFLOPS an SM; partials at about 3 TB/s).
+// Batch chunks: the fewest that minimise a time model, waves x stages a block + the partial sums' traffic (64 x 64
+// channels and 9 taps of a stage's pixels at about 2 TFLOPS an SM; partials at about 3 TB/s).
 int64_t chunks_for(const Dims& d, int64_t tiles, int64_t resident) {
   const double stage_ns =
       double(d.tile_p) * d.tile_q * kTileK * kTileC * std::min(kMaxTaps, d.R * d.S) * 2 / 2000.0;
@@ -219,11 +222,13 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g) {
   const bool fits = g.N > 0 && g.P > 0 && g.Q > 0 && g.H * g.W * g.C <= kMax && g.P * g.Q * g.K <= kMax &&
                     g.K * g.C * g.R * g.S <= kMax && g.R * g.S <= kMax / 16;
   if (!fits || plan(g).tile_q == 0) return Refusal::kSize;
-  // The explicit path's cuBLAS GEMM runs near 200 TFLOPS where both channel counts are large and this kernel
-  // about 90 (H100, queued): with more than 64 channels on both sides and more than 64 output pixels an image,
-  // the explicit path was as fast or faster (256 -> 256 channels 56x56 batch 32: 1.42 against 1.18 ms; 14x14 and
-  // 128 channels 28x28 even), this kernel faster below (64 -> 64 channels 56x56 batch 64: 0.25 against 0.51 ms;
-  // 512 -> 512 channels 7x7: 0.31 against 0.74).
+  // Where both channel counts are large the explicit path's im2col costs less next to its GEMM, and this kernel
+  // runs at about a third of the tensor cores' mma.sync TF32 rate (323 TFLOPS measured): with more than 64
+  // channels on both sides and more than 64 output pixels an image, the explicit path was as fast (H100, queued,
+  // channels_last: 256 -> 256 channels 56x56 batch 32 1.17 against 1.18 ms, 14x14 0.25 against 0.27) or faster
+  // (NCHW, where this kernel's operands go through transposes: 1.58 against 1.01 ms; 128 channels 28x28 1.53
+  // against 1.34x cuDNN), this kernel faster below (64 -> 64 channels 56x56 batch 64: 0.22 against 0.51 ms, NCHW
+  // 0.31 against 0.42; 512 -> 512 channels 7x7: 0.31 against 0.73).
   if (std::min(g.C, g.K) > 64 && g.P * g.Q > 64) return Refusal::kSlower;
   return Refusal::kNone;
 }
