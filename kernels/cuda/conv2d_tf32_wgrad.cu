@@ -226,9 +226,9 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g) {
   // runs at about a third of the tensor cores' mma.sync TF32 rate (323 TFLOPS measured): with more than 64
   // channels on both sides and more than 64 output pixels an image, the explicit path was as fast (H100, queued,
   // channels_last: 256 -> 256 channels 56x56 batch 32 1.17 against 1.18 ms, 14x14 0.25 against 0.27) or faster
-  // (NCHW, where this kernel's operands go through transposes: 1.58 against 1.01 ms; 128 channels 28x28 1.53
-  // against 1.34x cuDNN), this kernel faster below (64 -> 64 channels 56x56 batch 64: 0.22 against 0.51 ms, NCHW
-  // 0.31 against 0.42; 512 -> 512 channels 7x7: 0.31 against 0.73).
+  // (NCHW, where this kernel's operands go through transposes, measured with 64-pixel stages: 256 channels 56x56
+  // 1.58 against 1.01 ms, 128 channels 28x28 0.20 against 0.13), this kernel faster below (64 -> 64 channels 56x56
+  // batch 64: 0.22 against 0.51 ms, NCHW 0.31 against 0.42; 512 -> 512 channels 7x7: 0.31 against 0.73).
   if (std::min(g.C, g.K) > 64 && g.P * g.Q > 64) return Refusal::kSlower;
   return Refusal::kNone;
 }
