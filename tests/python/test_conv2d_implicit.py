@@ -301,3 +301,41 @@ def test_pointwise_channels_last_is_one_gemm_without_copies(dtype):
     want = torch.autograd.grad(F.conv2d(xd, wd, bd), (xd, wd, bd), g.double())
     for got, exp, what in zip((y, gx, gw, gb), (ref,) + want, ("forward", "input", "weight", "bias")):
         _check(got, exp, torch.float16 if dtype == torch.float16 else torch.float32, what)
+
+
+# NCHW half-type calls go through kernels/cuda/memory_format.cu's transposes to NHWC and back: the 64 x 64 tile of
+# 4-byte words where both transposed sizes are even and the memory 4-byte aligned, the 32 x 32 tile of elements
+# otherwise. (C, H, W, element offset of the input in its storage, what it exercises)
+TRANSPOSE_CASES = [
+    (16, 10, 12, 0, "words"),
+    (32, 33, 70, 0, "words_partial_tiles"),
+    (128, 66, 66, 0, "words_many_tiles"),
+    (16, 9, 7, 0, "elements_odd_plane"),
+    (16, 10, 12, 1, "elements_2_byte_aligned"),
+]
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("case", TRANSPOSE_CASES, ids=lambda c: c[-1])
+def test_nchw_half_types_through_the_transposes(case, dtype, groups):
+    if groups == 1 and not _implicit_available():
+        pytest.skip("one group takes the transposes on the implicit path only")
+    c, h, w, offset, _ = case
+    n = 2
+    storage = torch.randn(offset + n * c * h * w, device="cuda", dtype=dtype)
+    x = storage[offset:].view(n, c, h, w)
+    assert x.is_contiguous() and x.storage_offset() == offset
+    weight = torch.randn(32, c // groups, 3, 3, device="cuda", dtype=dtype) / (9 * c // groups) ** 0.5
+    bias = torch.randn(32, device="cuda", dtype=dtype)
+    xd, wd, bd = (t.detach().double().requires_grad_() for t in (x, weight, bias))
+    ref = F.conv2d(xd, wd, bd, 1, 1, 1, groups)
+    g = torch.randn_like(ref).to(dtype)
+    ref_grads = torch.autograd.grad(ref, (xd, wd, bd), g.double())
+    xg, wg, bg = (t.detach().requires_grad_() for t in (x, weight, bias))
+    y = customops.conv2d(xg, wg, bg, 1, 1, 1, groups)
+    grads = torch.autograd.grad(y, (xg, wg, bg), g)
+    assert y.is_contiguous() and grads[0].is_contiguous()
+    _check(y, ref, dtype, "forward")
+    for got, want, name in zip(grads, ref_grads, ("input", "weight", "bias")):
+        _check(got, want, dtype, f"grad {name}")
