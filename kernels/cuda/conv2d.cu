@@ -205,7 +205,7 @@ Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int
     // A 1x1 unit-stride unpadded convolution's weight gradient is one GEMM: cuBLAS's (the explicit path's).
     const bool pointwise = g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
     if (pointwise && !algo_is("implicit")) return Refusal::kPointwise;
-    return tf32::supports_weight_grad(input.scalar_type(), g);
+    return tf32::supports_weight_grad(input.scalar_type(), g, channels_last(input));
   }
   return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
 }

@@ -231,7 +231,7 @@ int64_t chunks_for(const Dims& d, int64_t tiles, int64_t resident) {
 
 } // namespace
 
-Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g) {
+Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool channels_last) {
   if (dtype != at::kFloat) return Refusal::kDtype;
   if (at::cuda::getCurrentDeviceProperties()->major < 8) return Refusal::kDevice;
   if (g.C % 4 != 0 || g.K % 4 != 0) return Refusal::kAlignment;
@@ -239,14 +239,17 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g) {
   const bool fits = g.N > 0 && g.P > 0 && g.Q > 0 && g.H * g.W * g.C <= kMax && g.P * g.Q * g.K <= kMax &&
                     g.K * g.C * g.R * g.S <= kMax && g.R * g.S <= kMax / 16;
   if (!fits || plan(g).tile_q == 0) return Refusal::kSize;
-  // Where both channel counts are large the explicit path's im2col costs less next to its GEMM, and this kernel
-  // runs at about a third of the tensor cores' mma.sync TF32 rate (323 TFLOPS measured): with more than 64
-  // channels on both sides and more than 64 output pixels an image, the explicit path was as fast (H100, queued,
-  // channels_last: 256 -> 256 channels 56x56 batch 32 1.17 against 1.18 ms, 14x14 0.25 against 0.27) or faster
-  // (NCHW, where this kernel's operands go through transposes, measured with 64-pixel stages: 256 channels 56x56
-  // 1.58 against 1.01 ms, 128 channels 28x28 0.20 against 0.13), this kernel faster below (64 -> 64 channels 56x56
-  // batch 64: 0.22 against 0.51 ms, NCHW 0.31 against 0.42; 512 -> 512 channels 7x7: 0.31 against 0.73).
-  if (std::min(g.C, g.K) > 64 && g.P * g.Q > 64) return Refusal::kSlower;
+  // Where both channel counts are large the explicit path's im2col costs less next to its GEMM (cuBLAS near the
+  // tensor cores' rate), and this kernel runs at 100-200 TFLOPS (mma.sync TF32 alone: 323 measured). H100, queued,
+  // this kernel against the explicit path: channels_last, faster up to 256 channels (64 -> 64 56x56 batch 64 0.15
+  // against 0.51 ms, cuDNN 0.16; 128 28x28 0.09 against 0.17; 256 14x14 0.18 against 0.28; 256 56x56 1.11 against
+  // 1.19; strided 256 28x28 0.26 against 0.32) and at 512 channels on 7x7 (0.24 against 0.74) and 14x14 (0.68
+  // against 0.89), slower at 512 channels 28x28 (1.23 against 0.91); NCHW, where this kernel's operands go through
+  // transposes and the explicit path reads NCHW as it is, faster at 64 channels (0.24 against 0.42) and on 14x14 and
+  // smaller images (256: 0.21 against 0.24; 512: 0.73 against 0.81), slower from 28x28 on with more channels
+  // (strided 128 56x56 0.38 against 0.30, 256 56x56 1.28 against 1.01; 128 28x28 0.12 against 0.13).
+  const int64_t fewest = std::min(g.C, g.K), pixels = g.P * g.Q;
+  if ((fewest > 256 && pixels > 196) || (!channels_last && fewest > 64 && pixels > 196)) return Refusal::kSlower;
   return Refusal::kNone;
 }
 

@@ -82,8 +82,8 @@ def _kernel_names(fn) -> list[str]:
 def test_runs_where_it_applies(monkeypatch):
     """The kernel takes float32 weight gradients with TF32 allowed, one group, channels multiples of 4; not
     without TF32, under CUSTOMOPS_CONV2D_ALGO=explicit, for 1x1 unit-stride convolutions (one cuBLAS GEMM, unless
-    CUSTOMOPS_CONV2D_ALGO=implicit), for groups, or for both channel counts above 64 on images of more than 64
-    output pixels (the explicit path measured faster)."""
+    CUSTOMOPS_CONV2D_ALGO=implicit), for groups, or where the explicit path measured faster (images of more than
+    196 output pixels with more than 256 channels on both sides, or more than 64 for NCHW inputs)."""
     def ran(c=16, k=16, hw=10, ks=3, groups=1, tf32=True, layout=torch.channels_last, dtype=torch.float32):
         x = torch.randn(2, c, hw, hw, device="cuda", dtype=dtype).to(memory_format=layout)
         w = torch.randn(k, c // groups, ks, ks, device="cuda", dtype=dtype)
@@ -100,9 +100,12 @@ def test_runs_where_it_applies(monkeypatch):
     assert ran()
     assert ran(layout=torch.contiguous_format)
     assert ran(c=12, k=20)
-    assert ran(c=128, k=128, hw=8)  # 64 output pixels
-    assert not ran(c=128, k=128, hw=9)
-    assert ran(c=64, k=256, hw=14)
+    assert ran(c=256, k=256, hw=16)  # channels_last: up to 256 channels on any image
+    assert ran(c=512, k=512, hw=14)  # more on images of at most 196 output pixels
+    assert not ran(c=512, k=512, hw=15)
+    assert ran(c=128, k=128, hw=14, layout=torch.contiguous_format)  # NCHW: more than 64 channels on small images
+    assert not ran(c=128, k=128, hw=15, layout=torch.contiguous_format)
+    assert ran(c=64, k=256, hw=20, layout=torch.contiguous_format)
     assert not ran(tf32=False)
     assert not ran(c=6)  # not a multiple of 4
     assert not ran(k=18)
