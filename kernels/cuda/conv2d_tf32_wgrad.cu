@@ -1,13 +1,13 @@
 // conv2d's weight gradient in TF32 (conv2d_tf32_wgrad.h says why a kernel of our own). The GEMM: output channels
 // (M) x filter taps and input channels (N), reduced over the output pixels, every operand tile read from shared
 // memory. A block owns 64 output channels x 64 input channels x up to 9 taps (a tap group) and walks a chunk of
-// stages, a stage being a piece of an output row or several whole rows: it copies the stage's
-// grad_out pixels and the input window their taps read (cp.async, the next stage's copies in flight during this one's MMAs, zeros outside
-// the image and past the channels) into shared memory. Each of its 8 warps accumulates 8 input channels x the
-// block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments (grad_out) feed each tap's
-// B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. A pixel's 64 floats take 72 in shared
+// stages, a stage being a piece of an output row or several whole rows: it copies the stage's grad_out pixels and
+// the input window their taps read into shared memory (cp.async, the next stage's copies in flight during this
+// one's MMAs, zeros outside the image and past the channels). Each of its 8 warps accumulates 8 input channels x
+// the block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments (grad_out) feed each
+// tap's B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. A pixel's 64 floats take 72 in shared
 // memory, so that a fragment's 4 pixels x 8 channels fall in 32 different banks. Blocks write float32 partial
-// sums, which conv2d.cu adds in a fixed order and rounds once.
+// sums, which the grouped path's summing kernel adds in a fixed order and rounds once.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -236,8 +236,10 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool chann
   if (at::cuda::getCurrentDeviceProperties()->major < 8) return Refusal::kDevice;
   if (g.C % 4 != 0 || g.K % 4 != 0) return Refusal::kAlignment;
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  const int64_t tiles = ((g.K + kTileK - 1) / kTileK) * ((g.C + kTileC - 1) / kTileC) *
+                        ((g.R * g.S + kMaxTaps - 1) / kMaxTaps);  // the grid's second dimension
   const bool fits = g.N > 0 && g.P > 0 && g.Q > 0 && g.H * g.W * g.C <= kMax && g.P * g.Q * g.K <= kMax &&
-                    g.K * g.C * g.R * g.S <= kMax && g.R * g.S <= kMax / 16;
+                    g.K * g.C * g.R * g.S <= kMax && g.R * g.S <= kMax / 16 && tiles <= 65535;
   if (!fits || plan(g).tile_q == 0) return Refusal::kSize;
   // Where both channel counts are large the explicit path's im2col costs less next to its GEMM (cuBLAS near the
   // tensor cores' rate), and this kernel runs at 100-200 TFLOPS (mma.sync TF32 alone: 323 measured). H100, queued,
