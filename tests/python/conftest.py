@@ -12,6 +12,14 @@ HAS_CUDA = torch.cuda.is_available()
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 
 
+def cuda_kernel_names(fn) -> list[str]:
+    """The names of the CUDA kernels fn launches (the profiler's), for tests of which path a call takes."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

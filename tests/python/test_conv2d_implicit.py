@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 import customops
-from conftest import requires_cuda
+from conftest import cuda_kernel_names, requires_cuda
 
 pytestmark = requires_cuda
 
@@ -134,13 +134,6 @@ def test_implicit_explicit_and_reference_agree(case, dtype, layout, tf32, monkey
 _IMPLICIT = "ConvUniversal"
 
 
-def _kernel_names(fn) -> list[str]:
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-
-
 @requires_implicit
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_implicit_path_runs_where_supported(dtype, monkeypatch):
@@ -156,13 +149,13 @@ def test_implicit_path_runs_where_supported(dtype, monkeypatch):
     def weight_grad():
         torch.ops.customops.conv2d_backward(g, x, weight, [1, 1], [1, 1], [1, 1], 1, [False, True, False])
 
-    names = _kernel_names(step)
+    names = cuda_kernel_names(step)
     assert sum(_IMPLICIT in n for n in names) == 2, names
     assert not any("im2col" in n or "col2im" in n for n in names), names
-    names = _kernel_names(weight_grad)
+    names = cuda_kernel_names(weight_grad)
     assert any(_IMPLICIT in n for n in names) and not any("im2col" in n for n in names), names
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
-    names = _kernel_names(step) + _kernel_names(weight_grad)
+    names = cuda_kernel_names(step) + cuda_kernel_names(weight_grad)
     assert not any(_IMPLICIT in n for n in names), names
     assert any("im2col" in n for n in names) and any("col2im" in n for n in names), names
 
@@ -179,9 +172,9 @@ def test_fallback_boundary(monkeypatch):
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
             y = customops.conv2d(x, w, None, stride, pad, 1, groups)
-            names = _kernel_names(lambda: torch.ops.customops.conv2d_backward(
+            names = cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(
                 torch.ones_like(y), x, w, [stride] * 2, [pad] * 2, [1, 1], groups, [True, False, False]))
-            names += _kernel_names(lambda: customops.conv2d(x, w, None, stride, pad, 1, groups))
+            names += cuda_kernel_names(lambda: customops.conv2d(x, w, None, stride, pad, 1, groups))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = False
         return sum(_IMPLICIT in n for n in names)
@@ -239,7 +232,7 @@ def test_tile_plans_against_float32(case, dtype):
     for got, want, what in ((y, ref, "forward"), (gx, ref_gx, "input grad"), (gw, ref_gw, "weight grad")):
         scale = want.abs().max()
         torch.testing.assert_close(got.float() / scale, want / scale, rtol=0, atol=TOL[dtype], msg=what)
-    names = _kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, w, *win, 1, [False, True, False]))
+    names = cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, w, *win, 1, [False, True, False]))
     assert sum(_IMPLICIT in name for name in names) == launches, names
 
 
@@ -277,9 +270,9 @@ def test_pointwise_channels_last_is_one_gemm_without_copies(dtype):
     g = torch.randn(8, 32, 32, 32, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
     fwd = lambda: customops.conv2d(x, w, b)  # noqa: E731
     bwd = lambda: torch.ops.customops.conv2d_backward(g, x, w, [1, 1], [0, 0], [1, 1], 1, [True, True, True])  # noqa: E731
-    names = _kernel_names(fwd)
+    names = cuda_kernel_names(fwd)
     assert not any("im2col" in n for n in names), names
-    names = _kernel_names(bwd)
+    names = cuda_kernel_names(bwd)
     assert not any("im2col" in n or _IMPLICIT in n for n in names), names
     fwd(), bwd()  # warm-up (cuBLAS workspace)
     torch.cuda.synchronize()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import requires_cuda
+from conftest import cuda_kernel_names, requires_cuda
 
 pytestmark = [
     requires_cuda,
@@ -72,13 +72,6 @@ def test_against_float64(case, layout, tf32):
     torch.testing.assert_close(got.double() / scale, want / scale, rtol=0, atol=3e-3)
 
 
-def _kernel_names(fn) -> list[str]:
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize()
-    return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
-
-
 def test_runs_where_it_applies(monkeypatch):
     """The kernel takes float32 weight gradients with TF32 allowed, one group, channels multiples of 4; not
     without TF32, under CUSTOMOPS_CONV2D_ALGO=explicit, for 1x1 unit-stride convolutions (one cuBLAS GEMM, unless
@@ -91,7 +84,7 @@ def test_runs_where_it_applies(monkeypatch):
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
-            names = _kernel_names(lambda: torch.ops.customops.conv2d_backward(
+            names = cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(
                 g, x, w, [1, 1], [ks // 2] * 2, [1, 1], groups, [False, True, False]))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
