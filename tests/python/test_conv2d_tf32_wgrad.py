@@ -65,6 +65,7 @@ def test_against_float64(case, layout, tf32):
     want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, _pair(stride), _pair(padding),
                                                _pair(dilation), False, [0, 0], 1, [False, True, False])[1]
     got = _weight_grad(g, x, w, stride, padding, dilation)
+    assert any(_KERNEL in name for name in cuda_kernel_names(lambda: _weight_grad(g, x, w, stride, padding, dilation)))
     assert got.dtype == torch.float32 and got.shape == want.shape
     assert got.is_contiguous(memory_format=layout)
     # TF32 operands keep 10 mantissa bits: about 3e-4 of the largest value was measured, float32 products 1e-7.
