@@ -42,7 +42,7 @@ struct Dims {
   int tile_p, p_tiles;      // output rows of a stage (several where a row is short), stages down the image
   int win_rows, win_w;      // the input window of a stage: rows, pixels a row
   int k_tiles, c_tiles;
-  int64_t smem;  // bytes, both stages
+  int64_t smem;  // bytes: both stages, or the partial sums' staging where that is more
 };
 
 __global__ void __launch_bounds__(kThreads, 1)
