@@ -15,8 +15,8 @@ import torch
 import torch.nn.functional as F
 
 import customops
-from conftest import requires_cuda
-from test_conv2d_implicit import _check, _check_results, _kernel_names, _reference, _run
+from conftest import cuda_kernel_names, requires_cuda
+from test_conv2d_implicit import _check, _check_results, _reference, _run
 
 pytestmark = requires_cuda
 
@@ -104,14 +104,14 @@ def test_direct_kernels_run_where_supported(case, dtype, monkeypatch):
         customops.conv2d(x, weight, bias, *window)
         torch.ops.customops.conv2d_backward(g, x, weight, *geometry, window[3], [True, True, True])
 
-    names = _kernel_names(step)
+    names = cuda_kernel_names(step)
     direct = sum(any(d in n for d in DIRECT) for n in names)
     if _direct_supported(case, dtype):
         assert direct == 3 and not any("im2col" in n for n in names), names
     else:
         assert direct == 0, names
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
-    names = _kernel_names(step)
+    names = cuda_kernel_names(step)
     assert not any(d in n for n in names for d in DIRECT), names
 
 
@@ -121,14 +121,14 @@ def test_unbatched_and_autocast_take_the_direct_path():
     x = torch.randn(32, 9, 10, device="cuda")
     w = torch.randn(64, 8, 3, 3, device="cuda") / 8
     b = torch.randn(64, device="cuda")
-    names = _kernel_names(lambda: customops.conv2d(x, w, b, 1, 1, 1, 4))
+    names = cuda_kernel_names(lambda: customops.conv2d(x, w, b, 1, 1, 1, 4))
     assert any(d in n for n in names for d in DIRECT), names
     _check(customops.conv2d(x, w, b, 1, 1, 1, 4), F.conv2d(x.double(), w.double(), b.double(), 1, 1, 1, 4),
            torch.float32, "unbatched")
     xb = x.unsqueeze(0).to(memory_format=torch.channels_last)
     with torch.autocast("cuda", dtype=torch.float16):
         y = customops.conv2d(xb, w, b, 1, 1, 1, 4)
-        names = _kernel_names(lambda: customops.conv2d(xb, w, b, 1, 1, 1, 4))
+        names = cuda_kernel_names(lambda: customops.conv2d(xb, w, b, 1, 1, 1, 4))
     assert y.dtype == torch.float16 and any(d in n for n in names for d in DIRECT), names
     _check(y, F.conv2d(xb.double(), w.double(), b.double(), 1, 1, 1, 4), torch.float16, "autocast")
 

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 
 import customops
-from conftest import requires_cuda
+from conftest import cuda_kernel_names, requires_cuda
 from test_conv2d_grouped import _check_default_and_explicit, _inputs
-from test_conv2d_implicit import _check, _kernel_names
+from test_conv2d_implicit import _check
 
 pytestmark = requires_cuda
 
@@ -63,9 +63,9 @@ def test_stem_kernels_run_where_supported(case, dtype, monkeypatch):
     geometry = [[v] * 2 if isinstance(v, int) else list(v) for v in window[:3]]
 
     def names_of(mask):
-        return _kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, weight, *geometry, 1, mask))
+        return cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, weight, *geometry, 1, mask))
 
-    fwd = _kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
+    fwd = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
     assert any("stem_conv" in n for n in fwd) == (forward and half), fwd
     if x.shape[0] > 0:
         assert any("im2col" in n for n in fwd) == (not (forward and half)), fwd
@@ -76,11 +76,11 @@ def test_stem_kernels_run_where_supported(case, dtype, monkeypatch):
     if x.shape[0] > 0:
         assert any("col2im" in n for n in dgrad) == (not (input_grad and half)), dgrad
     xc = x.contiguous()
-    nchw = _kernel_names(lambda: customops.conv2d(xc, weight, bias, *window)) + _kernel_names(
+    nchw = cuda_kernel_names(lambda: customops.conv2d(xc, weight, bias, *window)) + cuda_kernel_names(
         lambda: torch.ops.customops.conv2d_backward(g.contiguous(), xc, weight, *geometry, 1, [True, True, False]))
     assert not any(s in n for n in nchw for s in STEM), nchw
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
-    names = _kernel_names(lambda: customops.conv2d(x, weight, bias, *window)) + names_of([True, True, True])
+    names = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window)) + names_of([True, True, True])
     assert not any(s in n for n in names for s in STEM), names
 
 
@@ -91,7 +91,7 @@ def test_resnet_stem_in_autocast_takes_the_stem_kernels():
     w = torch.randn(64, 3, 7, 7, device="cuda") / 12
     with torch.autocast("cuda", dtype=torch.float16):
         y = customops.conv2d(x, w, None, 2, 3)
-        names = _kernel_names(lambda: customops.conv2d(x, w, None, 2, 3))
+        names = cuda_kernel_names(lambda: customops.conv2d(x, w, None, 2, 3))
     assert y.dtype == torch.float16 and y.is_contiguous(memory_format=torch.channels_last), y.stride()
     assert any("stem_conv" in n for n in names), names
     _check(y, F.conv2d(x.double(), w.double(), None, 2, 3), torch.float16, "autocast")

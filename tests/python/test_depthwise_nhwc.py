@@ -14,8 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import customops
-from conftest import requires_cuda
-from test_conv2d_implicit import _kernel_names
+from conftest import cuda_kernel_names, requires_cuda
 
 pytestmark = requires_cuda
 
@@ -277,7 +276,7 @@ def test_column_kernels_run_where_supported(dtype, monkeypatch):
         x, weight, _, (s, p, d) = _inputs(case, dtype, requires_grad=False)
         pair = lambda v: [v, v] if isinstance(v, int) else list(v)  # noqa: E731
         y = customops.depthwise_conv2d(x, weight, None, s, p, d)
-        return _kernel_names(lambda: (customops.depthwise_conv2d(x, weight, None, s, p, d),
+        return cuda_kernel_names(lambda: (customops.depthwise_conv2d(x, weight, None, s, p, d),
                                       torch.ops.customops.depthwise_conv2d_backward(
                                           y, x, weight, pair(s), pair(p), pair(d), [True, True, False])))
 
