@@ -43,6 +43,11 @@ bool algo_is(const char* name) {
   return algo != nullptr && std::strcmp(algo, name) == 0;
 }
 
+// A 1x1 unit-stride unpadded convolution: one GEMM, which cuBLAS runs for most of its passes.
+bool pointwise(const implicit_gemm::Geometry& g) {
+  return g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+}
+
 } // namespace
 
 namespace implicit_gemm {
@@ -101,8 +106,7 @@ Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pas
   // A 1x1 unit-stride unpadded convolution is one GEMM: cuBLAS ran its gradients at half the implicit kernels'
   // time on an H100 and its forward on NCHW memory without the conversions; the implicit forward was faster
   // on NHWC memory (float16 64x256x56x56 -> 64: 0.080 against 0.096 ms).
-  const bool pointwise = g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
-  if (pointwise && !algo_is("implicit") && (pass_ != Pass::kForward || !channels_last)) return Refusal::kPointwise;
+  if (pointwise(g) && !algo_is("implicit") && (pass_ != Pass::kForward || !channels_last)) return Refusal::kPointwise;
   return Refusal::kNone;
 #endif
 }
@@ -203,8 +207,7 @@ Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int
     if (algo_is("explicit")) return Refusal::kForced;
     if (!allow_tf32) return Refusal::kTf32Off;
     // A 1x1 unit-stride unpadded convolution's weight gradient is one GEMM: cuBLAS's (the explicit path's).
-    const bool pointwise = g.R == 1 && g.S == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 && g.pad_w == 0;
-    if (pointwise && !algo_is("implicit")) return Refusal::kPointwise;
+    if (pointwise(g) && !algo_is("implicit")) return Refusal::kPointwise;
     return tf32::supports_weight_grad(input.scalar_type(), g, channels_last(input));
   }
   return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
