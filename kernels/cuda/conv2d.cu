@@ -6,9 +6,9 @@
 //    channels_last and back (kernels/cuda/memory_format.cu).
 //  - direct kernels: grouped (kernels/cuda/conv2d_grouped.cu) for groups > 1 of at most 32 channels each (any
 //    GPU, float16, bfloat16, float32; NCHW calls converted like the implicit path's), and stem
-//    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16), and
-//    the float32 weight gradient in TF32 where allowed (kernels/cuda/conv2d_tf32_wgrad.cu: sm_80+, one group,
-//    channels multiples of 4), which CUTLASS's SM90 kernels do not have.
+//    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16, TF32),
+//    and the float32 weight gradient in TF32 where allowed (kernels/cuda/conv2d_tf32_wgrad.cu: sm_80+, one
+//    group, channels multiples of 4), which CUTLASS's SM90 kernels do not have.
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the last (tests, benchmarks, the textbook algorithm); `implicit`
@@ -189,7 +189,8 @@ at::Tensor like_input(const at::Tensor& nhwc_result, const at::Tensor& input) {
 // channels_last only: on NCHW memory the explicit path, which writes NCHW directly, ran the ResNet stem's
 // forward faster than the stem kernel plus the layout conversions (H100, float16: 0.22 against 0.30 ms).
 bool stem_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_) {
-  return !algo_is("explicit") && channels_last(input) && stem::takes(input.scalar_type(), g, groups, pass_);
+  return !algo_is("explicit") && channels_last(input) &&
+         stem::takes(input.scalar_type(), g, groups, pass_, at::globalContext().allowTF32CuBLAS());
 }
 
 // Whether the float32 weight gradient goes to the TF32 kernel (one group; not the stem's few channels).

@@ -100,13 +100,13 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4
 }
 
 // float32 -> TF32 (10 mantissa bits), rounded to nearest with ties away from zero, as cuBLAS's TF32 GEMMs take
-// float32 operands: the MMA itself would truncate the low bits.
+// float32 operands: the MMA itself would truncate the low bits. On the bits, branch-free: sm_90's cvt.rna.tf32.f32
+// is a multi-instruction sequence with a branch for infinities and NaNs, which made it most of the TF32 stem input
+// gradient's instructions. Infinities stay infinities, finite values round as cvt.rna rounds them (overflowing to
+// an infinity past the largest TF32); a NaN whose payload lies only in the 13 dropped bits becomes an infinity, as
+// the MMA's own truncation would make it.
 __device__ __forceinline__ uint32_t to_tf32(float f) {
-  uint32_t t = __float_as_uint(f);
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(t) : "f"(f));
-#endif
-  return t;
+  return (__float_as_uint(f) + 0x1000u) & 0xffffe000u;
 }
 
 // d += a (16x8 TF32, row-major fragments) * b (8x8, column-major), float32 accumulators. Not volatile: the

@@ -1,9 +1,10 @@
-"""conv2d's stem kernels (tensor cores, float16 and bfloat16, channels_last images of 1-7 channels: forward, input and
-weight gradients) against the explicit path (im2col + cuBLAS) and F.conv2d in float64: the ResNet stem, 3x3 and 4x4
-strided stems, grayscale and 7-channel images at unit stride (channels padded to 8), strides of 1 to 16, row
-dilation, 8x8 filters (a filter row of 32 elements: two MMA steps), output channels past one block's 64 and not a
-multiple of 8; NCHW / channels_last / non-contiguous inputs and weights, every dtype, gradients; which kernels ran,
-and where the explicit path takes over (NCHW memory, float32/float64, batch 0, windows past shared memory)."""
+"""conv2d's stem kernels (tensor cores, channels_last images of 1-7 channels: forward, input and weight gradients in
+float16 and bfloat16, and in float32 as TF32) against the explicit path (im2col + cuBLAS)
+and F.conv2d in float64: the ResNet stem, 3x3 and 4x4 strided stems, grayscale and 7-channel images at unit stride
+(channels padded to 8), strides of 1 to 16, row dilation, 8x8 filters (a filter row of 32 elements: two MMA
+steps), output channels past one block's 64 and not a multiple of 8; NCHW / channels_last / non-contiguous
+inputs and weights, every dtype, gradients; which kernels ran, and where the explicit path takes over (NCHW
+memory, float32 without TF32, float64, batch 0, windows past shared memory)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 import customops
 from conftest import cuda_kernel_names, requires_cuda
 from test_conv2d_grouped import _check_default_and_explicit, _inputs
-from test_conv2d_implicit import _check
+from test_conv2d_implicit import _check, _check_results, _reference, _run
 
 pytestmark = requires_cuda
 
@@ -97,13 +98,59 @@ def test_resnet_stem_in_autocast_takes_the_stem_kernels():
     _check(y, F.conv2d(x.double(), w.double(), None, 2, 3), torch.float16, "autocast")
 
 
-def test_infinity_outside_every_window_stays_out():
+@pytest.fixture
+def tf32():
+    """torch.backends.cuda.matmul.allow_tf32 on for the test (the flag conv2d's TF32 kernels follow)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous", "noncontiguous"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
+def test_stem_tf32_explicit_and_reference_agree(case, layout, tf32, monkeypatch):
+    """float32 with TF32 allowed: the stem kernels' TF32 variant where it applies, and the explicit path, agree with
+    F.conv2d in float64 to TF32's 10 mantissa bits."""
+    x, weight, bias, window = _inputs(_case(case), torch.float32, layout)
+    ref, g, ref_grads = _reference(x, weight, bias, window)
+    results = {"default": _run(x, weight, bias, window, g)}
+    monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
+    results["explicit"] = _run(x, weight, bias, window, g)
+    _check_results(results, x, layout, ref, ref_grads, torch.float16)  # TF32: 10 mantissa bits, as float16's
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
+def test_stem_tf32_kernels_run_where_supported(case, tf32):
+    """With TF32 allowed each float32 pass runs the stem kernels' TF32 variant on the channels_last calls the half
+    types' kernels take, and the weight gradient of a 3-channel 7x7 filter at unit stride too (float32 pads its
+    channels to 4 where the half types pad them to 8: 14 accumulator sets, not 28); NCHW calls stay explicit."""
+    *_, forward, input_grad, weight_grad = case
+    weight_grad = weight_grad or case[10] == "7x7_unit_stride"
+    for layout in ("channels_last", "contiguous"):
+        x, weight, bias, window = _inputs(_case(case), torch.float32, layout)
+        geometry = [[v] * 2 if isinstance(v, int) else list(v) for v in window[:3]]
+        g = torch.ones_like(customops.conv2d(x, weight, bias, *window))
+        stem = layout == "channels_last"
+        fwd = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
+        assert any("stem_conv" in n for n in fwd) == (forward and stem), (layout, fwd)
+        names = cuda_kernel_names(
+            lambda: torch.ops.customops.conv2d_backward(g, x, weight, *geometry, 1, [True, True, False]))
+        assert any("stem_input_grad" in n for n in names) == (input_grad and stem), (layout, names)
+        assert any("stem_weight_grad_tf32" in n for n in names) == (weight_grad and stem), (layout, names)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float32], ids=["float16", "tf32"])
+def test_infinity_outside_every_window_stays_out(dtype, tf32):
     """A pixel no output reads (past the last stride step) may hold an infinity: the kernels' padded reads (the
     next pixels' taps past a filter row, the tile's pixels past the image) must not carry it into the result."""
-    x = torch.randn(1, 3, 10, 10, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 10, 10, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
     x[..., 9] = float("inf")  # 3x3, stride 2, no padding: outputs read columns 0-8
     x[..., 9, :] = float("inf")
-    w = torch.randn(16, 3, 3, 3, device="cuda", dtype=torch.float16)
+    w = torch.randn(16, 3, 3, 3, device="cuda", dtype=dtype)
+    assert any("stem_conv" in n for n in cuda_kernel_names(lambda: customops.conv2d(x, w, None, 2, 0)))
     x64 = x[..., :9, :9].double()
     y = customops.conv2d(x, w, None, 2, 0)
     _check(y, F.conv2d(x64, w.double(), None, 2, 0), torch.float16, "forward")
@@ -115,7 +162,7 @@ def test_infinity_outside_every_window_stays_out():
 
     # Column 5 is read by output column 2 (input columns 4-6); output column 1 (2-4) reads it only through the
     # padding of its filter row's MMA step, which must be masked.
-    x = torch.randn(1, 3, 9, 9, device="cuda", dtype=torch.float16).to(memory_format=torch.channels_last)
+    x = torch.randn(1, 3, 9, 9, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
     x[..., 5] = float("inf")
     y = customops.conv2d(x, w, None, 2, 0)
     want = F.conv2d(x.double(), w.double(), None, 2, 0)

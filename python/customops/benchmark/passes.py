@@ -2,8 +2,8 @@
 
 ResNeXt-50 32x4d's 3x3 grouped convolutions (32 groups of 4, 8, 16 and 32 channels, batch 64), the conv2d
 benchmark's ResNeXt case (groups of 8, 256 channels at 56x56, batch 32), the ResNet stem (3 -> 64 channels, 7x7,
-stride 2, 224x224, batch 32) and a 4x4 patchify stem (3 -> 64, stride 4), channels_last, float16, bfloat16 and
-float32: the forward, the input gradient and the weight gradient of customops.conv2d as it runs (the direct grouped
+stride 2, 224x224, batch 32) and a 4x4 patchify stem (3 -> 64, stride 4), channels_last, float16, bfloat16,
+float32 and float32 as TF32 (both sides' TF32 flags off, then on): the forward, the input gradient and the weight gradient of customops.conv2d as it runs (the direct grouped
 or stem kernels where they apply), with CUSTOMOPS_CONV2D_ALGO=explicit (im2col + cuBLAS), and cuDNN's (F.conv2d /
 aten.convolution_backward), each as GPU time per call with the calls queued back to back. `--only WORD` keeps the
 cases whose name holds WORD."""
@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import customops  # noqa: F401  (registers torch.ops.customops)
 
-from .timing import queued_pass_ms
+from .timing import queued_pass_ms, tf32
 
 # name, N, C, H = W, K, kernel, stride, padding, groups
 CASES = [("grouped g32 256ch56 b32", 32, 256, 56, 256, 3, 1, 1, 32),
@@ -32,12 +32,15 @@ CASES = [("grouped g32 256ch56 b32", 32, 256, 56, 256, 3, 1, 1, 32),
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="keep the cases whose name holds this word")
+    parser.add_argument("--dtypes", default="float16,bfloat16,float32,tf32",
+                        help="comma-separated, of float16, bfloat16, float32, tf32")
     args = parser.parse_args()
     if not torch.cuda.is_available():
         raise SystemExit("customops.benchmark.passes needs a CUDA device")
     torch.backends.cudnn.benchmark = True
     dev = torch.device("cuda")
-    for dt in (torch.float16, torch.bfloat16, torch.float32):
+    for label in args.dtypes.split(","):
+        dt = getattr(torch, "float32" if label == "tf32" else label)
         for name, N, C, HW, K, ks, stride, pad, G in CASES:
             if args.only not in name:
                 continue
@@ -56,9 +59,10 @@ def main() -> None:
                 "dgrad": backward([True, False, False]),
                 "wgrad": backward([False, True, False]),
             }
-            row = f"{str(dt)[6:]:8s} {name:26s}"
+            row = f"{label:8s} {name:26s}"
             for p, (ours, cudnn) in fns.items():
-                c, o, e = queued_pass_ms(ours, cudnn, dev, "CUSTOMOPS_CONV2D_ALGO", "explicit")
+                with tf32(label == "tf32", label == "tf32"):
+                    c, o, e = queued_pass_ms(ours, cudnn, dev, "CUSTOMOPS_CONV2D_ALGO", "explicit")
                 row += f" | {p} cudnn {c:.4f} direct {o:.4f} ({o / c:.2f}) explicit {e:.4f} ({e / c:.2f})"
             print(row, flush=True)
 
