@@ -185,12 +185,19 @@ at::Tensor like_input(const at::Tensor& nhwc_result, const at::Tensor& input) {
   return to_format(nhwc_result, conv::result_format(input));
 }
 
-// Whether the stem kernels take a call (few input channels, which the implicit GEMM refuses for alignment).
-// channels_last only: on NCHW memory the explicit path, which writes NCHW directly, ran the ResNet stem's
-// forward faster than the stem kernel plus the layout conversions (H100, float16: 0.22 against 0.30 ms).
+// Whether the stem kernels take a call (few input channels, which the implicit GEMM refuses for alignment). NCHW
+// calls too, through the layout conversions, in the half types where the filter windows overlap: there im2col
+// multiplies the image, and on an H100 (float16 32x3x224x224, 7x7 stride 2, 2026-11-26) the explicit path took
+// 0.22 / 0.62 / 0.43 ms for the forward / input / weight gradient against 0.14 / 0.34 / 0.19; a patchify stem's
+// im2col (4x4 stride 4) is a reshuffle, and there the explicit path won (0.03 / 0.09 / 0.04 against 0.05 / 0.11 /
+// 0.07). NCHW float32 stays explicit: as TF32 only the weight gradient gained (float32's transposes cost twice as
+// much: 7x7 stride 2 forward 0.26 against 0.26, input gradient 0.57 against 0.67, weight gradient 0.37 against 0.33).
 bool stem_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_) {
-  return !algo_is("explicit") && channels_last(input) &&
-         stem::takes(input.scalar_type(), g, groups, pass_, at::globalContext().allowTF32CuBLAS());
+  const auto dtype = input.scalar_type();
+  const bool overlapping = g.R * g.S > g.stride_h * g.stride_w;
+  const bool layout = channels_last(input) || ((dtype == at::kHalf || dtype == at::kBFloat16) && overlapping);
+  return !algo_is("explicit") && layout &&
+         stem::takes(dtype, g, groups, pass_, at::globalContext().allowTF32CuBLAS());
 }
 
 // Whether the float32 weight gradient goes to the TF32 kernel (one group; not the stem's few channels).

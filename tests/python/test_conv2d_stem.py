@@ -1,10 +1,11 @@
-"""conv2d's stem kernels (tensor cores, channels_last images of 1-7 channels: forward, input and weight gradients in
-float16 and bfloat16, and in float32 as TF32) against the explicit path (im2col + cuBLAS)
-and F.conv2d in float64: the ResNet stem, 3x3 and 4x4 strided stems, grayscale and 7-channel images at unit stride
-(channels padded to 8), strides of 1 to 16, row dilation, 8x8 filters (a filter row of 32 elements: two MMA
-steps), output channels past one block's 64 and not a multiple of 8; NCHW / channels_last / non-contiguous
-inputs and weights, every dtype, gradients; which kernels ran, and where the explicit path takes over (NCHW
-memory, float32 without TF32, float64, batch 0, windows past shared memory)."""
+"""conv2d's stem kernels (tensor cores, images of 1-7 channels: forward, input and weight gradients in float16 and
+bfloat16, channels_last and NCHW with overlapping windows, and in float32 as TF32, channels_last) against the
+explicit path (im2col + cuBLAS) and F.conv2d in float64: the ResNet stem, 3x3 and 4x4 strided stems, grayscale and
+7-channel images at unit stride (channels padded to 8), strides of 1 to 16, row dilation, 8x8 filters (a filter
+row of 32 elements: two MMA steps), output channels past one block's 64 and not a multiple of 8; NCHW /
+channels_last / non-contiguous inputs and weights, every dtype, gradients; which kernels ran, and where the
+explicit path takes over (patchify stems and float32 on NCHW memory, float32 without TF32, float64, batch 0,
+windows past shared memory)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ CASES = [
     (2, 3, 30, 31, 64, (7, 7), 2, 3, 1, 1, "resnet_stem", True, True, True),
     (2, 3, 17, 19, 32, (3, 3), 2, 1, 1, 1, "3x3_stride2", True, True, True),
     (2, 3, 20, 22, 48, (4, 4), 4, 0, 1, 1, "patchify_4x4", True, True, True),
-    # One channel: NCHW and channels_last are the same memory and PyTorch's output is NCHW: the explicit path.
-    (2, 1, 16, 15, 16, (5, 5), 1, 2, 1, 1, "grayscale_unit_stride", False, False, False),
+    # One channel: NCHW and channels_last are the same memory and PyTorch's output is NCHW: an NCHW call.
+    (2, 1, 16, 15, 16, (5, 5), 1, 2, 1, 1, "grayscale_unit_stride", True, True, True),
     (2, 4, 12, 13, 24, (3, 3), (1, 2), 1, (2, 1), 1, "rgba_dilated_rows", True, True, True),
     (1, 7, 9, 9, 72, (3, 3), 1, 1, 1, 1, "seven_channels_two_slices", True, False, True),  # input grad: K > 64
     (2, 3, 11, 10, 64, (8, 8), 2, 3, 1, 1, "8x8_filter", True, True, True),
@@ -53,33 +54,44 @@ def test_stem_explicit_and_reference_agree(case, dtype, layout, monkeypatch):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+def _stem_layout(case, dtype, layout):
+    """Whether conv2d gives the stem kernels a call of this layout: channels_last (an image of one channel is NCHW
+    as well, and PyTorch's result for it NCHW), and in the half types NCHW where the filter windows overlap (more
+    taps than the stride's step: im2col multiplies the image there)."""
+    c, ks, stride = case[1], case[5], case[6]
+    sh, sw = (stride, stride) if isinstance(stride, int) else stride
+    half = dtype in (torch.float16, torch.bfloat16)
+    return (layout == "channels_last" and c > 1) or (half and ks[0] * ks[1] > sh * sw)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
 def test_stem_kernels_run_where_supported(case, dtype, monkeypatch):
-    """Each pass runs its stem kernel (no im2col) on the calls it takes; NCHW inputs, other dtypes and
+    """Each pass runs its stem kernel (no im2col) on the calls it takes: channels_last ones, and NCHW ones in the
+    half types where the windows overlap (not a patchify stem's); float32 without TF32 and
     CUSTOMOPS_CONV2D_ALGO=explicit take the explicit path."""
     *_, forward, input_grad, weight_grad = case
     half = dtype != torch.float32
-    x, weight, bias, window = _inputs(_case(case), dtype, "channels_last")
-    y = customops.conv2d(x, weight, bias, *window)
-    g = torch.ones_like(y)
-    geometry = [[v] * 2 if isinstance(v, int) else list(v) for v in window[:3]]
+    for layout in ("channels_last", "contiguous"):
+        stem = half and _stem_layout(case, dtype, layout)
+        x, weight, bias, window = _inputs(_case(case), dtype, layout)
+        y = customops.conv2d(x, weight, bias, *window)
+        g = torch.ones_like(y)
+        geometry = [[v] * 2 if isinstance(v, int) else list(v) for v in window[:3]]
 
-    def names_of(mask):
-        return cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, weight, *geometry, 1, mask))
+        def names_of(mask):
+            return cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(g, x, weight, *geometry, 1, mask))
 
-    fwd = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
-    assert any("stem_conv" in n for n in fwd) == (forward and half), fwd
-    if x.shape[0] > 0:
-        assert any("im2col" in n for n in fwd) == (not (forward and half)), fwd
-    wgrad = names_of([False, True, False])
-    assert any("stem_weight_grad" in n for n in wgrad) == (weight_grad and half), wgrad
-    dgrad = names_of([True, False, False])
-    assert any("stem_input_grad" in n for n in dgrad) == (input_grad and half), dgrad
-    if x.shape[0] > 0:
-        assert any("col2im" in n for n in dgrad) == (not (input_grad and half)), dgrad
-    xc = x.contiguous()
-    nchw = cuda_kernel_names(lambda: customops.conv2d(xc, weight, bias, *window)) + cuda_kernel_names(
-        lambda: torch.ops.customops.conv2d_backward(g.contiguous(), xc, weight, *geometry, 1, [True, True, False]))
-    assert not any(s in n for n in nchw for s in STEM), nchw
+        fwd = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
+        assert any("stem_conv" in n for n in fwd) == (forward and stem), (layout, fwd)
+        if x.shape[0] > 0:
+            assert any("im2col" in n for n in fwd) == (not (forward and stem)), (layout, fwd)
+        wgrad = names_of([False, True, False])
+        assert any("stem_weight_grad" in n for n in wgrad) == (weight_grad and stem), (layout, wgrad)
+        dgrad = names_of([True, False, False])
+        assert any("stem_input_grad" in n for n in dgrad) == (input_grad and stem), (layout, dgrad)
+        if x.shape[0] > 0:
+            assert any("col2im" in n for n in dgrad) == (not (input_grad and stem)), (layout, dgrad)
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
     names = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window)) + names_of([True, True, True])
     assert not any(s in n for n in names for s in STEM), names
@@ -126,14 +138,15 @@ def test_stem_tf32_explicit_and_reference_agree(case, layout, tf32, monkeypatch)
 def test_stem_tf32_kernels_run_where_supported(case, tf32):
     """With TF32 allowed each float32 pass runs the stem kernels' TF32 variant on the channels_last calls the half
     types' kernels take, and the weight gradient of a 3-channel 7x7 filter at unit stride too (float32 pads its
-    channels to 4 where the half types pad them to 8: 14 accumulator sets, not 28); NCHW calls stay explicit."""
+    channels to 4 where the half types pad them to 8: 14 accumulator sets, not 28); NCHW calls (and a one-channel
+    image's) stay explicit."""
     *_, forward, input_grad, weight_grad = case
     weight_grad = weight_grad or case[10] == "7x7_unit_stride"
     for layout in ("channels_last", "contiguous"):
         x, weight, bias, window = _inputs(_case(case), torch.float32, layout)
         geometry = [[v] * 2 if isinstance(v, int) else list(v) for v in window[:3]]
         g = torch.ones_like(customops.conv2d(x, weight, bias, *window))
-        stem = layout == "channels_last"
+        stem = _stem_layout(case, torch.float32, layout)
         fwd = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
         assert any("stem_conv" in n for n in fwd) == (forward and stem), (layout, fwd)
         names = cuda_kernel_names(
