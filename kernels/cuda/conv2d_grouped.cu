@@ -11,6 +11,7 @@
 //
 // Weight gradient, `weight_grad_direct`: a thread owns kKT x kVec filter values of one tap and walks a chunk of
 // pixels, each step two vector loads and kKT * kVec FMAs; chunks write float32 partial sums, summed once.
+#include <ATen/Context.h>
 #include <ATen/Dispatch.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -437,7 +438,7 @@ void forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor& bias, c
   const Params p = forward_params(g, groups);
   const mma::Conv c{p.N, p.IH, p.IW, int(p.IC), p.OH, p.OW, int(p.OC), p.ICg, p.OCg, p.R, p.S, p.pad_h, p.pad_w,
                     p.stride_h, p.stride_w, p.dil_h, p.dil_w, int(groups), false};
-  if (mma::takes(c, x.scalar_type())) return mma::run(x, w, bias, y, c);
+  if (mma::takes(c, x.scalar_type(), at::globalContext().allowTF32CuBLAS())) return mma::run(x, w, bias, y, c);
   run_conv<false>(x, w, bias, y, p);
 }
 
@@ -448,7 +449,8 @@ void input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tenso
   const int pad_h = p.dil_h * (p.R - 1) - p.pad_h, pad_w = p.dil_w * (p.S - 1) - p.pad_w;
   const mma::Conv c{p.N, p.IH, p.IW, int(p.IC), p.OH, p.OW, int(p.OC), p.ICg, p.OCg, p.R, p.S, pad_h, pad_w,
                     1, 1, p.dil_h, p.dil_w, int(groups), true};
-  if (p.stride_h == 1 && p.stride_w == 1 && pad_h >= 0 && pad_w >= 0 && mma::takes(c, grad_out.scalar_type())) {
+  if (p.stride_h == 1 && p.stride_w == 1 && pad_h >= 0 && pad_w >= 0 &&
+      mma::takes(c, grad_out.scalar_type(), at::globalContext().allowTF32CuBLAS())) {
     return mma::run(grad_out, w, at::Tensor(), grad_input, c);
   }
   run_conv<true>(grad_out, w, at::Tensor(), grad_input, p);

@@ -2,9 +2,9 @@
 // (ResNeXt's 32 groups of 4-32 channels). Each group's GEMM is too small for a GEMM library's tiles (8 x 72 for
 // 8 channels and a 3x3 kernel) and im2col writes 9 copies of the input for it, so these kernels read the input
 // once: on the tensor cores (conv2d_grouped_mma.cu, sm_80+: float16/bfloat16 groups of multiples of 8 channels;
-// the forward, the unit-stride input gradient, the weight gradient of 8 output channels a group), otherwise on
-// the CUDA cores with the filters in shared memory (conv2d_grouped.cu: any CUDA device, float16, bfloat16 and
-// float32, computed in float32, no TF32). Host functions.
+// the forward, the unit-stride input gradient, the weight gradient of 8 output channels a group; the forward and
+// input gradient also in float32 as TF32 where allowed), otherwise on the CUDA cores with the filters in shared
+// memory (conv2d_grouped.cu: any CUDA device, float16, bfloat16 and float32, computed in float32). Host functions.
 #pragma once
 
 #include <ATen/core/Tensor.h>

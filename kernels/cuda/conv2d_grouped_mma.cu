@@ -45,7 +45,9 @@ constexpr int kMaxItems = 12;  // weight gradient: (group, tap pair) accumulator
 
 // The input window of output tile (n, oh0, ow0) into shared memory: every pixel the tile's taps read, the
 // slice's channels from `slice` on, zeros outside the image. chunks (a power of two) divides kThreads, so a
-// thread copies chunk threadIdx.x % chunks of every (kThreads / chunks)-th pixel.
+// thread copies chunk threadIdx.x % chunks of every (kThreads / chunks)-th pixel. (float32 rounded to TF32 on its
+// way through registers ran ResNeXt's 32 x 256 x 56 x 56 forward at 0.198 ms on an H100: each thread's loads
+// waited on one another; copied as it is and rounded as fragments load, see mma_conv.)
 template <typename T>
 __device__ __forceinline__ void copy_window(uint4* window, const T* __restrict__ in, const Launch& l, int64_t n,
                                             int oh0, int ow0, int64_t slice, int chunks) {
@@ -57,7 +59,7 @@ __device__ __forceinline__ void copy_window(uint4* window, const T* __restrict__
   for (int pix = first; pix < pixels; pix += step) {
     const int ih = ih0 + wr, iw = iw0 + wc;
     const bool ok = ih >= 0 && ih < c.IH && iw >= 0 && iw < c.IW;
-    const T* src = ok ? in + ((n * c.IH + ih) * c.IW + iw) * c.IC + slice + j * 8 : in;
+    const T* src = ok ? in + ((n * c.IH + ih) * c.IW + iw) * c.IC + slice + j * (16 / int(sizeof(T))) : in;
     const int at = wr * l.pitch + wc;
     sm80::copy16(window + at * chunks + (j ^ (at & l.swizzle)), src, ok);
     for (wc += step; wc >= l.tile_cols; wc -= l.tile_cols) ++wr;
@@ -87,9 +89,27 @@ struct alignas(4) Pair {
 };
 
 // The MMA's B fragments, wp[group][tap][kc][nb][lane]: lane holds input channels kc * 8 + 2 * (lane % 4) + {0, 1}
-// of output channel nb * 8 + lane / 4 (the low half the first). The filter w has any strides.
+// of output channel nb * 8 + lane / 4 (the low half the first); in TF32 (Frag<float>, two words) channels
+// kc * 8 + lane % 4 and + 4, rounded. The filter w has any strides.
 template <typename T>
-__global__ void pack_fragments(const T* __restrict__ w, Pair<T>* __restrict__ wp, Conv c, int kg8,
+struct Frag {
+  using type = uint32_t;
+  static __device__ __forceinline__ type make(const T* at, int64_t next) {
+    const Pair<T> pair{at[0], at[next]};
+    return *reinterpret_cast<const uint32_t*>(&pair);
+  }
+};
+
+template <>
+struct Frag<float> {
+  using type = uint2;
+  static __device__ __forceinline__ type make(const float* at, int64_t next) {
+    return make_uint2(sm80::to_tf32(at[0]), sm80::to_tf32(at[4 * next]));
+  }
+};
+
+template <typename T>
+__global__ void pack_fragments(const T* __restrict__ w, typename Frag<T>::type* __restrict__ wp, Conv c, int kg8,
                                int64_t sk, int64_t sc, int64_t sr, int64_t ss) {
   const int cg8 = c.ICg / 8, taps = c.R * c.S;
   const int64_t total = int64_t(c.groups) * taps * cg8 * kg8 * 32;
@@ -97,17 +117,13 @@ __global__ void pack_fragments(const T* __restrict__ w, Pair<T>* __restrict__ wp
     const int lane = int(i % 32), nb = int(i / 32 % kg8), kc = int(i / 32 / kg8 % cg8);
     const int tap = int(i / 32 / kg8 / cg8 % taps);
     const int64_t g = i / 32 / kg8 / cg8 / taps;
-    const int n = nb * 8 + lane / 4, k = kc * 8 + 2 * (lane % 4);
+    const int n = nb * 8 + lane / 4, k = kc * 8 + (std::is_same_v<T, float> ? 1 : 2) * (lane % 4);
     const int r = tap / c.S, s = tap % c.S;
-    Pair<T> v;
     if (c.flip) {  // w is (K, C / groups, R, S): input channel k of this gather is output channel k of w
-      const T* base = w + (g * c.ICg + k) * sk + n * sc + (c.R - 1 - r) * sr + (c.S - 1 - s) * ss;
-      v = {base[0], base[sk]};
+      wp[i] = Frag<T>::make(w + (g * c.ICg + k) * sk + n * sc + (c.R - 1 - r) * sr + (c.S - 1 - s) * ss, sk);
     } else {
-      const T* base = w + (g * c.OCg + n) * sk + k * sc + r * sr + s * ss;
-      v = {base[0], base[sc]};
+      wp[i] = Frag<T>::make(w + (g * c.OCg + n) * sk + k * sc + r * sr + s * ss, sc);
     }
-    wp[i] = v;
   }
 }
 
@@ -115,18 +131,21 @@ __global__ void pack_fragments(const T* __restrict__ w, Pair<T>* __restrict__ wp
 // (ptxas capped them at 128 and spilled without the explicit bounds).
 template <typename T, int kKG8>
 __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
-    mma_conv(const T* __restrict__ in, const uint32_t* __restrict__ wp, const T* __restrict__ bias,
+    mma_conv(const T* __restrict__ in, const typename Frag<T>::type* __restrict__ wp, const T* __restrict__ bias,
              T* __restrict__ out, Launch l) {
+  using F = typename Frag<T>::type;
+  constexpr bool kTf32 = std::is_same_v<T, float>;
   extern __shared__ uint4 smem[];
   const Conv& c = l.c;
   const int cg8 = c.ICg / 8, taps = c.R * c.S;
-  const int chunks = l.slice_groups * cg8;  // 16-byte chunks of a window pixel
+  const int gchunks = c.ICg * int(sizeof(T)) / 16;  // 16-byte chunks of a group's channels
+  const int chunks = l.slice_groups * gchunks;      // of a window pixel
   const int window = l.tile_rows * l.pitch;
   uint4* tile = smem;  // [window pixel][chunk ^ (pixel & swizzle)]
-  uint32_t* wsm = reinterpret_cast<uint32_t*>(tile + window * chunks);  // [group][tap][kc][nb][lane]
+  F* wsm = reinterpret_cast<F*>(tile + window * chunks);  // [group][tap][kc][nb][lane]
   const int g0 = blockIdx.y * l.slice_groups;
   const int words = l.slice_groups * taps * cg8 * kKG8 * 32;
-  const uint32_t* wsrc = wp + int64_t(g0) * taps * cg8 * kKG8 * 32;
+  const F* wsrc = wp + int64_t(g0) * taps * cg8 * kKG8 * 32;
   for (int i = threadIdx.x; i < words; i += kThreads) wsm[i] = wsrc[i];  // visible after the first barrier
 
   const int tiles_q = (c.OW + kTileQ - 1) / kTileQ, tiles_p = (c.OH + kTileP - 1) / kTileP;
@@ -135,9 +154,9 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
   const uint32_t tile_base = sm80::smem_address(tile);
   // Byte steps in the window: a tap row, a tap column, two output rows; lane_at: the lane's pixel of tap (0, 0).
   const uint32_t row_step = uint32_t(c.dil_h * l.pitch * chunks * 16), col_step = uint32_t(c.dil_w * chunks * 16);
-  const uint32_t pair_step = uint32_t(2 * c.stride_h * l.pitch * chunks * 16);
-  const uint32_t lane_at =
-      tile_base + uint32_t((lane / 16 * c.stride_h * l.pitch + (lane % 16) * c.stride_w) * chunks * 16);
+  const uint32_t out_row_step = uint32_t(c.stride_h * l.pitch * chunks * 16), pair_step = 2 * out_row_step;
+  const uint32_t lane_at = tile_base + uint32_t(((kTf32 ? 0 : lane / 16 * c.stride_h * l.pitch) +
+                                                 (lane % 16) * c.stride_w) * chunks * 16);
   for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
     const int ow0 = int(t % tiles_q) * kTileQ, oh0 = int(t / tiles_q % tiles_p) * kTileP;
     const int64_t n = t / tiles_q / tiles_p;
@@ -146,12 +165,13 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
     sm80::copies_done();
     __syncthreads();
     // A warp takes a group and the tile's kTileP rows: each filter fragment feeds kTileP MMAs. ldmatrix.x4
-    // reads two rows' A fragments: lanes 0-15 address row 2i's pixels 0-15, lanes 16-31 row 2i+1's. The
-    // addresses advance by fixed steps from tap to tap (the window's row pitch, a multiple of 8 pixels, leaves
-    // a pixel's swizzle depending on its column alone): no multiplications in the loop.
+    // reads two rows' A fragments: lanes 0-15 address row 2i's pixels 0-15, lanes 16-31 row 2i+1's (TF32: one
+    // row's, lanes 16-31 at the 8 channels' second chunk). The addresses advance by fixed steps from tap to tap
+    // (the window's row pitch, a multiple of 8 pixels, leaves a pixel's swizzle depending on its column alone):
+    // no multiplications in the loop.
     for (int gl = warp; gl < l.slice_groups; gl += kThreads / 32) {
       float acc[kTileP][kKG8][4] = {};
-      const uint32_t* wt = wsm + gl * taps * cg8 * kKG8 * 32 + lane;
+      const F* wt = wsm + gl * taps * cg8 * kKG8 * 32 + lane;
       uint32_t row_at = lane_at;
       for (int r = 0; r < c.R; ++r, row_at += row_step) {
         uint32_t at = row_at;
@@ -159,17 +179,34 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
         for (int s = 0; s < c.S; ++s, at += col_step, column += c.dil_w, wt += cg8 * kKG8 * 32) {
           const int key = column & l.swizzle;
           for (int kc = 0; kc < cg8; ++kc) {
-            const uint32_t chunk_at = at + uint32_t(((gl * cg8 + kc) ^ key) * 16);
-            uint32_t a[kTileP][2];
+            if constexpr (kTf32) {
+              const uint32_t chunk_at = at + uint32_t(((gl * gchunks + 2 * kc + lane / 16) ^ key) * 16);
+              uint32_t a[kTileP][4];
 #pragma unroll
-            for (int i = 0; i < kTileP; i += 2) {
-              sm80::ldmatrix_x4<false>(a[i][0], a[i][1], a[i + 1][0], a[i + 1][1], chunk_at + i / 2 * pair_step);
-            }
+              for (int i = 0; i < kTileP; ++i) {
+                sm80::ldmatrix_x4<false>(a[i], chunk_at + i * out_row_step);
 #pragma unroll
-            for (int nb = 0; nb < kKG8; ++nb) {
-              const uint32_t b = wt[(kc * kKG8 + nb) * 32];
+                for (int e = 0; e < 4; ++e) a[i][e] = sm80::to_tf32(__uint_as_float(a[i][e]));
+              }
 #pragma unroll
-              for (int i = 0; i < kTileP; ++i) mma_16x8x8<T>(acc[i][nb], a[i][0], a[i][1], b);
+              for (int nb = 0; nb < kKG8; ++nb) {
+                const uint2 b = wt[(kc * kKG8 + nb) * 32];
+#pragma unroll
+                for (int i = 0; i < kTileP; ++i) sm80::mma_16x8x8_tf32(acc[i][nb], a[i], b.x, b.y);
+              }
+            } else {
+              const uint32_t chunk_at = at + uint32_t(((gl * cg8 + kc) ^ key) * 16);
+              uint32_t a[kTileP][2];
+#pragma unroll
+              for (int i = 0; i < kTileP; i += 2) {
+                sm80::ldmatrix_x4<false>(a[i][0], a[i][1], a[i + 1][0], a[i + 1][1], chunk_at + i / 2 * pair_step);
+              }
+#pragma unroll
+              for (int nb = 0; nb < kKG8; ++nb) {
+                const uint32_t b = wt[(kc * kKG8 + nb) * 32];
+#pragma unroll
+                for (int i = 0; i < kTileP; ++i) mma_16x8x8<T>(acc[i][nb], a[i][0], a[i][1], b);
+              }
             }
           }
         }
@@ -192,8 +229,13 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
           T* dst = out + ((n * c.OH + oh) * c.OW + ow) * c.OC + oc;
 #pragma unroll
           for (int nb = 0; nb < kKG8; ++nb) {
-            *reinterpret_cast<Pair<T>*>(dst + nb * 8) = {static_cast<T>(acc[i][nb][2 * h] + b[nb][0]),
-                                                        static_cast<T>(acc[i][nb][2 * h + 1] + b[nb][1])};
+            if constexpr (kTf32) {
+              *reinterpret_cast<float2*>(dst + nb * 8) =
+                  make_float2(acc[i][nb][2 * h] + b[nb][0], acc[i][nb][2 * h + 1] + b[nb][1]);
+            } else {
+              *reinterpret_cast<Pair<T>*>(dst + nb * 8) = {static_cast<T>(acc[i][nb][2 * h] + b[nb][0]),
+                                                          static_cast<T>(acc[i][nb][2 * h + 1] + b[nb][1])};
+            }
           }
         }
       }
@@ -319,18 +361,18 @@ __global__ void __launch_bounds__(kThreads, 2) mma_weight_grad(const T* __restri
 // accumulators within kMaxItems a warp); slice_groups 0 if none does. Shared memory: the input window, and the
 // filter fragments (forward) or the grad_out tile (weight gradient: two stages of both, and at the end the
 // block's partial sums).
-Launch plan(const Conv& c, bool weight_grad) {
+Launch plan(const Conv& c, bool weight_grad, int esize = 2) {
   Launch l{c, 0, (kTileP - 1) * c.stride_h + (c.R - 1) * c.dil_h + 1,
            (kTileQ - 1) * c.stride_w + (c.S - 1) * c.dil_w + 1, 0, 0, 0};
   l.pitch = (l.tile_cols + 7) / 8 * 8;  // the kernels' fragment addresses rely on it
   const int pairs = (c.R * c.S * c.ICg / 8 + 1) / 2;
   for (int gb = std::min(c.groups, std::max(1, kSliceChannels / c.ICg)); gb >= 1; --gb) {
-    const int chunks = gb * c.ICg / 8;
+    const int chunks = gb * c.ICg * esize / 16;
     if (c.groups % gb != 0 || (chunks & (chunks - 1)) != 0 || chunks > kThreads) continue;
     if (weight_grad && (gb * pairs + kThreads / 32 - 1) / (kThreads / 32) > kMaxItems) continue;
-    const int64_t window = int64_t(l.tile_rows) * l.pitch * gb * c.ICg * 2;
-    const int64_t rest =
-        weight_grad ? int64_t(kTileP) * kTileQ * gb * c.OCg * 2 : int64_t(gb) * c.R * c.S * c.ICg * c.OCg * 2;
+    const int64_t window = int64_t(l.tile_rows) * l.pitch * gb * c.ICg * esize;
+    const int64_t rest = weight_grad ? int64_t(kTileP) * kTileQ * gb * c.OCg * esize
+                                     : int64_t(gb) * c.R * c.S * c.ICg * c.OCg * esize;
     // The weight gradient's two stages of tiles, and room for its partial sums at the end.
     const int64_t bytes =
         weight_grad ? std::max<int64_t>(2 * (window + rest), int64_t(gb) * 8 * c.ICg * c.R * c.S * 4) : window + rest;
@@ -340,7 +382,7 @@ Launch plan(const Conv& c, bool weight_grad) {
       break;
     }
   }
-  l.swizzle = std::min(8, std::max(1, l.slice_groups * c.ICg / 8)) - 1;  // XOR within the pixel's chunks
+  l.swizzle = std::min(8, std::max(1, l.slice_groups * c.ICg * esize / 16)) - 1;  // XOR within the pixel's chunks
   return l;
 }
 
@@ -360,7 +402,7 @@ void launch(const at::Tensor& in, const at::Tensor& wp, const at::Tensor& bias, 
             const Launch& l) {
   const auto kernel = mma_conv<T, kKG8>;
   kernel<<<grid_for(kernel, l), kThreads, l.smem, at::cuda::getCurrentCUDAStream()>>>(
-      in.const_data_ptr<T>(), static_cast<const uint32_t*>(wp.const_data_ptr()),
+      in.const_data_ptr<T>(), static_cast<const typename Frag<T>::type*>(wp.const_data_ptr()),
       bias.defined() ? bias.const_data_ptr<T>() : nullptr, out.mutable_data_ptr<T>(), l);
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
@@ -394,23 +436,28 @@ at::Tensor weight_grad_partials(const at::Tensor& x, const at::Tensor& grad_out,
   return partial;
 }
 
-bool takes(const Conv& c, at::ScalarType dtype) {
-  if (dtype != at::kHalf && dtype != at::kBFloat16) return false;
+bool takes(const Conv& c, at::ScalarType dtype, bool allow_tf32) {
+  const bool tf32 = dtype == at::kFloat && allow_tf32;
+  if (dtype != at::kHalf && dtype != at::kBFloat16 && !tf32) return false;
   if (at::cuda::getCurrentDeviceProperties()->major < 8) return false;
   if (c.ICg % 8 != 0 || c.OCg % 8 != 0 || c.OCg > kMaxOutGroupChannels) return false;
-  return plan(c, false).slice_groups > 0;
+  return plan(c, false, tf32 ? 4 : 2).slice_groups > 0;
 }
 
 void run(const at::Tensor& in, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& out, const Conv& c) {
-  const Launch l = plan(c, false);
+  const int esize = int(in.element_size());
+  const Launch l = plan(c, false, esize);
   const int kg8 = c.OCg / 8;
-  auto wp = at::empty({int64_t(c.groups) * c.R * c.S * (c.ICg / 8) * kg8 * 32}, in.options().dtype(at::kInt));
+  // Fragment words: one a lane (half types) or two (TF32).
+  const int64_t fragments = int64_t(c.groups) * c.R * c.S * (c.ICg / 8) * kg8 * 32;
+  auto wp = at::empty({fragments * esize / 2}, in.options().dtype(at::kInt));
   const auto stream = at::cuda::getCurrentCUDAStream();
   const auto pack_and_launch = [&](auto tag) {
     using T = decltype(tag);
-    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((wp.numel() + 255) / 256, 4096));
-    pack_fragments<T><<<grid, 256, 0, stream>>>(w.const_data_ptr<T>(), static_cast<Pair<T>*>(wp.mutable_data_ptr()),
-                                                c, kg8, w.stride(0), w.stride(1), w.stride(2), w.stride(3));
+    const unsigned grid = static_cast<unsigned>(std::min<int64_t>((fragments + 255) / 256, 4096));
+    pack_fragments<T><<<grid, 256, 0, stream>>>(w.const_data_ptr<T>(),
+                                                static_cast<typename Frag<T>::type*>(wp.mutable_data_ptr()), c, kg8,
+                                                w.stride(0), w.stride(1), w.stride(2), w.stride(3));
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     switch (kg8) {
       case 1: return launch<T, 1>(in, wp, bias, out, l);
@@ -421,8 +468,10 @@ void run(const at::Tensor& in, const at::Tensor& w, const at::Tensor& bias, cons
   };
   if (in.scalar_type() == at::kHalf) {
     pack_and_launch(at::Half{});
-  } else {
+  } else if (in.scalar_type() == at::kBFloat16) {
     pack_and_launch(at::BFloat16{});
+  } else {
+    pack_and_launch(float{});
   }
 }
 

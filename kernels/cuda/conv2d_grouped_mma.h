@@ -1,5 +1,6 @@
-// Grouped convolution on the tensor cores (mma.sync, sm_80 and later), float16 and bfloat16, for groups whose
-// input and output channel counts are multiples of 8 (conv2d_grouped_mma.cu). Used by conv2d_grouped.cu for the
+// Grouped convolution on the tensor cores (mma.sync, sm_80 and later), float16 and bfloat16 (and float32 as TF32
+// for the forward and input gradient), for groups whose input and output channel counts are multiples of 8
+// (conv2d_grouped_mma.cu). Used by conv2d_grouped.cu for the
 // forward, the unit-stride input gradient (the forward of grad_out with the flipped filter) and the weight
 // gradient of groups of 8 output channels.
 #pragma once
@@ -19,9 +20,10 @@ struct Conv {
   bool flip;
 };
 
-// Whether the kernel takes the call: float16 or bfloat16, a device of compute capability 8.0 or later, ICg and
-// OCg multiples of 8 with OCg at most 32, and an input tile that fits shared memory.
-bool takes(const Conv& c, at::ScalarType dtype);
+// Whether the kernel takes the call: float16 or bfloat16, or float32 as TF32 where allow_tf32, a device of compute
+// capability 8.0 or later, ICg and OCg multiples of 8 with OCg at most 32, and an input tile that fits shared
+// memory.
+bool takes(const Conv& c, at::ScalarType dtype, bool allow_tf32);
 
 // out = conv(in, w) (+ bias, undefined for none); in and out 16-byte aligned.
 void run(const at::Tensor& in, const at::Tensor& w, const at::Tensor& bias, const at::Tensor& out, const Conv& c);

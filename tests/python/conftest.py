@@ -26,6 +26,17 @@ def _seed():
 
 
 @pytest.fixture
+def tf32():
+    """torch.backends.cuda.matmul.allow_tf32 on for the test (the flag conv2d's TF32 kernels follow)."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+@pytest.fixture
 def one_thread():
     """For smoke runs of the benchmarks, not measurements: on a busy machine OpenMP threads waiting for each
     other take ten times the work's own time."""

@@ -1,9 +1,9 @@
-"""conv2d's direct grouped kernels (CUDA cores, and tensor cores for half types in groups of multiples of 8; groups
-of at most 32 channels, multiples of 4) against the explicit path
-(im2col + cuBLAS per group) and against F.conv2d in float64: strides, padding beyond the kernel, dilation,
-asymmetric kernels, 1x1 and 7x7 filters, groups of 4 to 32 channels, more output-channel lanes than one block
-holds, NCHW / channels_last / non-contiguous inputs and weights, every dtype, gradients; which kernels ran, and
-where the explicit path takes over (unaligned or wide groups, float64, batch 0)."""
+"""conv2d's direct grouped kernels (CUDA cores, and tensor cores for half types in groups of multiples of 8, and for
+float32 as TF32 in the forward and input gradient; groups of at most 32 channels, multiples of 4) against the
+explicit path (im2col + cuBLAS per group) and against F.conv2d in float64: strides, padding beyond the kernel,
+dilation, asymmetric kernels, 1x1 and 7x7 filters, groups of 4 to 32 channels, more output-channel lanes than one
+block holds, NCHW / channels_last / non-contiguous inputs and weights, every dtype, gradients; which kernels ran,
+and where the explicit path takes over (unaligned or wide groups, float64, batch 0)."""
 
 from __future__ import annotations
 
@@ -71,6 +71,52 @@ def _direct_supported(case, dtype):
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
 def test_direct_explicit_and_reference_agree(case, dtype, layout, monkeypatch):
     _check_default_and_explicit(case, dtype, layout, monkeypatch)
+
+
+def _tf32_tensor_cores(case):
+    """The passes the tensor-core kernel takes in float32 as TF32: the forward where the groups' input channels are
+    8, 16 or 32 (a power of two of 16-byte chunks a pixel) and their output channels a multiple of 8 (at most 32),
+    and the input gradient, the forward of grad_out with the flipped filter (the same rule, sides swapped), at unit
+    stride with padding within the dilated kernel. The weight gradient stays on the CUDA cores."""
+    n, c, _, _, k, ks, stride, padding, dilation, groups, _ = case
+    cg, kg = c // groups, k // groups
+    (sh, sw), (ph, pw), (dh, dw) = ((v, v) if isinstance(v, int) else v for v in (stride, padding, dilation))
+    direct = _direct_supported(case, torch.float32)
+    forward = direct and cg in (8, 16, 32) and kg % 8 == 0 and kg <= 32
+    input_grad = direct and kg in (8, 16, 32) and cg % 8 == 0 and cg <= 32 and (sh, sw) == (1, 1) and \
+        dh * (ks[0] - 1) >= ph and dw * (ks[1] - 1) >= pw
+    return forward, input_grad
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
+def test_tf32_tensor_core_kernels_run_where_supported(case, tf32):
+    """float32 with TF32 allowed: the forward and the input gradient run the tensor-core kernel (mma_conv) on the
+    calls _tf32_tensor_cores names, NCHW ones through the transposes; the rest the CUDA-core kernels."""
+    forward, input_grad = _tf32_tensor_cores(case)
+    for layout in ("channels_last", "contiguous"):
+        x, weight, bias, window = _inputs(case, torch.float32, layout)
+        if x.shape[0] == 0:
+            return
+        geometry = [[v] * 2 if isinstance(v, int) else list(v) for v in window[:3]]
+        g = torch.ones_like(customops.conv2d(x, weight, bias, *window))
+        fwd = cuda_kernel_names(lambda: customops.conv2d(x, weight, bias, *window))
+        assert any("mma_conv" in n for n in fwd) == forward, (layout, fwd)
+        dgrad = cuda_kernel_names(
+            lambda: torch.ops.customops.conv2d_backward(g, x, weight, *geometry, window[3], [True, False, False]))
+        assert any("mma_conv" in n for n in dgrad) == input_grad, (layout, dgrad)
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "contiguous", "noncontiguous"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
+def test_tf32_explicit_and_reference_agree(case, layout, tf32, monkeypatch):
+    """float32 with TF32 allowed: conv2d as it runs (the tensor-core kernel where it applies) and the explicit path
+    agree with F.conv2d in float64 to TF32's 10 mantissa bits (as float16's)."""
+    x, weight, bias, window = _inputs(case, torch.float32, layout)
+    ref, g, ref_grads = _reference(x, weight, bias, window)
+    results = {"default": _run(x, weight, bias, window, g)}
+    monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
+    results["explicit"] = _run(x, weight, bias, window, g)
+    _check_results(results, x, layout, ref, ref_grads, torch.float16)
 
 
 def _check_default_and_explicit(case, dtype, layout, monkeypatch):

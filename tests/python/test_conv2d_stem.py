@@ -110,17 +110,6 @@ def test_resnet_stem_in_autocast_takes_the_stem_kernels():
     _check(y, F.conv2d(x.double(), w.double(), None, 2, 3), torch.float16, "autocast")
 
 
-@pytest.fixture
-def tf32():
-    """torch.backends.cuda.matmul.allow_tf32 on for the test (the flag conv2d's TF32 kernels follow)."""
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
-
-
 @pytest.mark.parametrize("layout", ["channels_last", "contiguous", "noncontiguous"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
 def test_stem_tf32_explicit_and_reference_agree(case, layout, tf32, monkeypatch):
