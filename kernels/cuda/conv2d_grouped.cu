@@ -24,6 +24,7 @@
 
 #include "kernels/cuda/conv2d_grouped.h"
 #include "kernels/cuda/conv2d_grouped_mma.h"
+#include "kernels/cuda/conv2d_partials.h"
 #include "kernels/cuda/launch.cuh"
 
 namespace customops::cuda::grouped {
@@ -36,36 +37,6 @@ constexpr int kFilterBytes = 64 << 10;  // a block's filters in shared memory: t
 constexpr int kWeightGradThreads = 512;
 constexpr int kBatch = 2;               // weight gradient: pixels whose loads are in flight together
 constexpr int64_t kMinChunkPixels = 256;  // shorter weight-gradient chunks write more partial sums than they read
-
-// The weight gradient from the float32 partial sums (parts, K, C / groups, R, S) of the weight-gradient
-// kernels: summed in a fixed order (thread segment j adds parts j, j + kSumSegments, ...; the block adds its
-// segments in order), rounded once and written in the weight's layout (strides sk, sc, sr, ss). One kernel of
-// about 4 us where ATen took three (sum over parts, rounding, layout), its sum alone 11 us on an H100 for the 132
-// parts of ResNeXt's 256-channel layer.
-constexpr int kSumColumns = 32, kSumSegments = 8;
-
-template <typename T>
-__global__ void __launch_bounds__(kSumColumns * kSumSegments)
-    sum_partials(const float* __restrict__ partial, int parts, int64_t n, int C, int R, int S, int64_t sk, int64_t sc,
-                 int64_t sr, int64_t ss, T* __restrict__ out) {
-  __shared__ float segments[kSumSegments][kSumColumns];
-  const int column = threadIdx.x % kSumColumns, segment = threadIdx.x / kSumColumns;
-  const int64_t e = blockIdx.x * int64_t(kSumColumns) + column;
-  float sum = 0.f;
-  if (e < n) {
-#pragma unroll 4
-    for (int part = segment; part < parts; part += kSumSegments) sum += partial[part * n + e];
-  }
-  segments[segment][column] = sum;
-  __syncthreads();
-  if (segment == 0 && e < n) {
-    float total = 0.f;
-#pragma unroll
-    for (int j = 0; j < kSumSegments; ++j) total += segments[j][column];
-    const int64_t s = e % S, r = e / S % R, c = e / S / R % C, k = e / S / R / C;
-    out[k * sk + c * sc + r * sr + s * ss] = static_cast<T>(total);
-  }
-}
 
 template <typename T, int N>
 struct alignas(sizeof(T) * N) Pack {
@@ -479,21 +450,6 @@ at::Tensor weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at
   });
   }
   return sum_weight_partials(partial, weight);
-}
-
-at::Tensor sum_weight_partials(const at::Tensor& partial, const at::Tensor& weight) {
-  at::Tensor grad_weight = at::empty(weight.sizes(), weight.options().memory_format(weight.suggest_memory_format()));
-  if (grad_weight.numel() == 0) return grad_weight;
-  const int64_t n = grad_weight.numel();
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, weight.scalar_type(), "conv2d_weight_grad_sum", [&] {
-    sum_partials<scalar_t><<<unsigned((n + kSumColumns - 1) / kSumColumns), kSumColumns * kSumSegments, 0,
-                             at::cuda::getCurrentCUDAStream()>>>(
-        partial.const_data_ptr<float>(), int(partial.size(0)), n, int(weight.size(1)), int(weight.size(2)),
-        int(weight.size(3)), grad_weight.stride(0), grad_weight.stride(1), grad_weight.stride(2),
-        grad_weight.stride(3), grad_weight.mutable_data_ptr<scalar_t>());
-  });
-  C10_CUDA_KERNEL_LAUNCH_CHECK();
-  return grad_weight;
 }
 
 } // namespace customops::cuda::grouped

@@ -46,8 +46,4 @@ void input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tenso
 at::Tensor weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight, const Geometry& g,
                        int64_t groups);
 
-// The weight gradient, (K, C / groups, R, S) in weight's dtype and suggested memory format, from float32 partial
-// sums (parts, K, C / groups, R, S): added in a fixed order, rounded once. The TF32 weight gradient uses it too.
-at::Tensor sum_weight_partials(const at::Tensor& partial, const at::Tensor& weight);
-
 } // namespace customops::cuda::grouped

@@ -26,6 +26,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cuda/conv2d_partials.h"
 #include "kernels/cuda/conv2d_stem.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
@@ -669,7 +670,7 @@ at::Tensor weight_grad(const at::Tensor& grad_out, const at::Tensor& x, const at
       launch(stem_weight_grad<T, decltype(cp)::value>);
     }
   });
-  return partial.sum(0).to(weight.scalar_type()).contiguous(weight.suggest_memory_format());
+  return sum_weight_partials(partial, weight);
 }
 
 void input_grad(const at::Tensor& grad_out, const at::Tensor& w, const at::Tensor& grad_input, const Geometry& g) {

@@ -7,7 +7,7 @@
 // the block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments (grad_out) feed each
 // tap's B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. A pixel's 64 floats take 72 in shared
 // memory, so that a fragment's 4 pixels x 8 channels fall in 32 different banks. Blocks write float32 partial
-// sums, which the grouped path's summing kernel adds in a fixed order and rounds once.
+// sums, which sum_weight_partials (conv2d_partials.cu) adds in a fixed order and rounds once.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
