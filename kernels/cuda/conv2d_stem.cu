@@ -317,8 +317,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 // one pixel (two 16-byte loads); its M index m stands for run element 2 * m (m < 8) or 2 * (m - 8) + 1, so a
 // lane's a0/a1 (rows g, g + 8) are two consecutive elements (one 8-byte load). The MMA's reduction (K = 8) is 8
 // pixels of a tile row, two MMAs per 16. grad_out's pixels sit in shared memory as 16 chunks of 4 channels, chunk
-// j of pixel q at j ^ swizzle(q): the 8 lanes of a 16-byte load phase read chunks {2h, 2h + 2} (+ 4g') of 4
-// pixels, which the swizzle spreads over all 32 banks.
+// j of pixel q at j ^ tf32_swizzle(q): the 8 lanes of a 16-byte load's phase read two chunks (2g + c for two g)
+// of each of 4 pixels, which the swizzle (XOR by 0, 1, 4 or 5) spreads over all 32 banks.
 __device__ __forceinline__ int tf32_swizzle(int pixel) {
   return (pixel & 1) | ((pixel & 2) << 1);
 }
@@ -365,7 +365,8 @@ __global__ void __launch_bounds__(kThreads, 2)
           const int pix = i * kTileQ + 8 * half + t + 4 * h;
 #pragma unroll
           for (int c = 0; c < 2; ++c) {
-            const float4 v = *reinterpret_cast<const float4*>(dyf + (pix * kChunks + ((2 * g + c) ^ tf32_swizzle(pix))) * 4);
+            const int chunk = pix * kChunks + ((2 * g + c) ^ tf32_swizzle(pix));
+            const float4 v = *reinterpret_cast<const float4*>(dyf + chunk * 4);
             b[h][4 * c] = sm80::to_tf32(v.x);
             b[h][4 * c + 1] = sm80::to_tf32(v.y);
             b[h][4 * c + 2] = sm80::to_tf32(v.z);
