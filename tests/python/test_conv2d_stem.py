@@ -52,8 +52,6 @@ def test_stem_explicit_and_reference_agree(case, dtype, layout, monkeypatch):
     _check_default_and_explicit(_case(case), dtype, layout, monkeypatch)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c[10])
-@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32], ids=str)
 def _stem_layout(case, dtype, layout):
     """Whether conv2d gives the stem kernels a call of this layout: channels_last (an image of one channel is NCHW
     as well, and PyTorch's result for it NCHW), and in the half types NCHW where the filter windows overlap (more

@@ -46,14 +46,6 @@ def _weight_grad(g, x, w, stride, padding, dilation):
                                                [False, True, False])[1]
 
 
-@pytest.fixture
-def tf32():
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    yield
-    torch.backends.cuda.matmul.allow_tf32 = old
-
-
 @pytest.mark.parametrize("layout", [torch.channels_last, torch.contiguous_format], ids=["channels_last", "nchw"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
 def test_against_float64(case, layout, tf32):

@@ -277,8 +277,8 @@ def test_column_kernels_run_where_supported(dtype, monkeypatch):
         pair = lambda v: [v, v] if isinstance(v, int) else list(v)  # noqa: E731
         y = customops.depthwise_conv2d(x, weight, None, s, p, d)
         return cuda_kernel_names(lambda: (customops.depthwise_conv2d(x, weight, None, s, p, d),
-                                      torch.ops.customops.depthwise_conv2d_backward(
-                                          y, x, weight, pair(s), pair(p), pair(d), [True, True, False])))
+                                          torch.ops.customops.depthwise_conv2d_backward(
+                                              y, x, weight, pair(s), pair(p), pair(d), [True, True, False])))
 
     def columns(case, kind="column_corr"):
         return [n for n in names(case) if kind in n]
