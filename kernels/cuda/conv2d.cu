@@ -12,7 +12,8 @@
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the last (tests, benchmarks, the textbook algorithm); `implicit`
-// also gives the first the 1x1 convolutions. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
+// also gives the first the 1x1 convolutions, and the TF32 weight-gradient kernel the shapes it measured slower
+// on. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -217,7 +218,8 @@ Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int
     if (!allow_tf32) return Refusal::kTf32Off;
     // A 1x1 unit-stride unpadded convolution's weight gradient is one GEMM: cuBLAS's (the explicit path's).
     if (pointwise(g) && !algo_is("implicit")) return Refusal::kPointwise;
-    return tf32::supports_weight_grad(input.scalar_type(), g, channels_last(input));
+    const Refusal r = tf32::supports_weight_grad(input.scalar_type(), g, channels_last(input));
+    return r == Refusal::kSlower && algo_is("implicit") ? Refusal::kNone : r;
   }
   return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
 }

@@ -5,8 +5,8 @@
 // the input window their taps read into shared memory (cp.async, the next stage's copies in flight during this
 // one's MMAs, zeros outside the image and past the channels). Each of its 8 warps accumulates 8 input channels x
 // the block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments (grad_out) feed each
-// tap's B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. A pixel's 64 floats take 72 in shared
-// memory, so that a fragment's 4 pixels x 8 channels fall in 32 different banks. Blocks write float32 partial
+// tap's B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. An input pixel's 64 floats take 72 in
+// shared memory, so that a B fragment's 4 pixels x 8 channels fall in 32 different banks. Blocks write float32 partial
 // sums, which sum_weight_partials (conv2d_partials.cu) adds in a fixed order and rounds once.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "kernels/cuda/conv2d_tf32_wgrad.h"
 #include "kernels/cuda/launch.cuh"
@@ -26,10 +27,12 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kTileK = 64;                 // output channels of a block: 4 m16 fragments
 constexpr int kTileC = 64;                 // input channels of a block: 8 a warp
-constexpr int kCopies = kTileC / 4;        // 16-byte copies a pixel (kTileK == kTileC)
-constexpr int kCopyPixels = kThreads / kCopies;  // pixels one pass of the block's copies covers
+constexpr int kChunks = kTileC / 4;        // 16-byte chunks a pixel (kTileK == kTileC)
 constexpr int kMaxTaps = 9;                // taps a block accumulates (registers: 9 x 4 x 4 floats a thread)
-constexpr int kPitch = 72;                 // floats a pixel takes in shared memory
+constexpr int kPixelLanes = kThreads / kChunks;  // window pixels one pass of the block's copies covers
+constexpr int kPairs = kTileK / 2;         // 8-byte channel pairs of a grad_out pixel
+constexpr int kGroupFloats = 8 * kTileK;   // floats of 8 grad_out pixels (an MMA step's A) in shared memory
+constexpr int kPitch = 72;                 // floats an input pixel takes in shared memory
 constexpr int kMaxTileQ = 64;              // output pixels of a stage row
 constexpr int kStagePixels = 128;          // output pixels of a stage (64 measured 12-17% slower: more stages
                                            // and barriers, more window rows copied per output row)
@@ -45,6 +48,22 @@ struct Dims {
   int64_t smem;  // bytes: both stages, or the partial sums' staging where that is more
 };
 
+// Where channel pair j of a stage's grad_out pixel `pix` sits (floats). The MMA's row g of m16 block m stands for
+// output channel 8g + 2m and row g + 8 for 8g + 2m + 1, so a lane's A fragment for block m is pair 4g + m of
+// pixels t and t + 4 of the step's 8: the two pairs sit side by side as one 16-byte unit, one load a fragment. The
+// units of pixel t are XOR-ed by t so that the 8 lanes of a load's phase (two g, four t) read all 32 banks.
+__device__ __forceinline__ int dy_pair_at(int pix, int j) {
+  const int t = pix % 4;
+  return pix / 8 * kGroupFloats + (t * kPairs + (j ^ t)) * 4 + pix / 4 % 2 * 2;
+}
+
+// A stage in shared memory: grad_out's tile_p x tile_q pixels (64 floats a pixel, pairs placed by dy_pair_at), then
+// the input window (kPitch floats a pixel). The copies walk rows: thread i copies pair i % 32 of every 8th grad_out
+// pixel from pixel i / 32 (all in the same place of their 8-pixel groups, tile_q being a multiple of 8) and chunk
+// i % 16 of every 16th window pixel from pixel i / 16, so that each copy costs an add or two (a copy's own index
+// arithmetic was a third of the kernel's instructions). The fragments are rounded to TF32 as they load.
+// kUnitStrideW (stride_w == 1) makes the offsets between B words constants the loads carry.
+template <bool kUnitStrideW>
 __global__ void __launch_bounds__(kThreads, 1)
     tf32_weight_grad(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ partial, Dims d) {
   extern __shared__ float4 smem4[];
@@ -57,82 +76,126 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int r_lo = t0 / d.S;
   const int64_t first = blockIdx.x * d.per_chunk, last = min(d.stages, first + d.per_chunk);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int dy_pixels = d.tile_p * d.tile_q;
+  const int dy_floats = d.tile_p * d.tile_q * kTileK;
+  const int k_pairs = (d.K - k0) / 2, c_chunks = (d.C - c0) / 4;  // K and C are multiples of 4
 
-  // Where each tap's B fragment starts in a stage (floats): after the grad_out pixels, the tap's window row and
-  // column, this lane's input channel.
+  // Where each tap's B fragments start in the window (bytes), the same for every thread.
   int tap_at[kMaxTaps];
 #pragma unroll
   for (int i = 0; i < kMaxTaps; ++i) {
     const int tap = t0 + min(i, ntaps - 1);
-    tap_at[i] = (dy_pixels + (tap / d.S - r_lo) * d.dil_h * d.win_w + tap % d.S * d.dil_w) * kPitch + warp * 8 + g;
+    tap_at[i] = ((tap / d.S - r_lo) * d.dil_h * d.win_w + tap % d.S * d.dil_w) * kPitch * 4;
   }
   float acc[kMaxTaps][4][4] = {};
 
-  const int j = threadIdx.x % kCopies;  // this thread's 16-byte column of every pixel it copies
-  const auto copy_stage = [&](int64_t stage, float* buf) {
-    const int q0 = int(stage % d.q_tiles) * d.tile_q;
-    const int64_t rest = stage / d.q_tiles;
-    const int p0 = int(rest % d.p_tiles) * d.tile_p;
-    const int64_t n = rest / d.p_tiles;
-    const int k = k0 + 4 * j, c = c0 + 4 * j;
-    int row = (threadIdx.x / kCopies) / d.tile_q, col = (threadIdx.x / kCopies) % d.tile_q;
-    for (int pix = threadIdx.x / kCopies; pix < dy_pixels; pix += kCopyPixels) {
-      const bool ok = k < d.K && p0 + row < d.P && q0 + col < d.Q;
-      sm80::copy16(buf + pix * kPitch + 4 * j, ok ? dy + ((n * d.P + p0 + row) * d.Q + q0 + col) * d.K + k : dy, ok);
-      for (col += kCopyPixels; col >= d.tile_q; col -= d.tile_q) ++row;
+  // A stage's image and first output row and column; stages go along rows, then down, then to the next image.
+  struct Stage {
+    int n, p0, q0;
+  };
+  const auto next_stage = [&](Stage st) {
+    st.q0 += d.tile_q;
+    if (st.q0 >= d.Q) {
+      st.q0 = 0;
+      st.p0 += d.tile_p;
+      if (st.p0 >= d.P) st.p0 = 0, ++st.n;
     }
-    float* window = buf + dy_pixels * kPitch;
-    const int ih0 = p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, iw0 = q0 * d.stride_w - d.pad_w;
-    row = (threadIdx.x / kCopies) / d.win_w, col = (threadIdx.x / kCopies) % d.win_w;
-    for (int pix = threadIdx.x / kCopies; pix < d.win_rows * d.win_w; pix += kCopyPixels) {
-      const int ih = ih0 + row, iw = iw0 + col;
-      const bool ok = c < d.C && ih >= 0 && ih < d.H && iw >= 0 && iw < d.W;
-      sm80::copy16(window + pix * kPitch + 4 * j, ok ? x + ((n * d.H + ih) * d.W + iw) * d.C + c : x, ok);
-      for (col += kCopyPixels; col >= d.win_w; col -= d.win_w) ++row;
+    return st;
+  };
+  const int dy_lane = threadIdx.x / kPairs, dy_pair = threadIdx.x % kPairs;
+  const int dy_at = dy_pair_at(dy_lane, dy_pair);  // pixel dy_lane + 8i sits i groups further
+  const int x_lane = threadIdx.x / kChunks, x_chunk = threadIdx.x % kChunks;
+  const bool dy_ok = dy_pair < k_pairs, x_ok = x_chunk < c_chunks;
+  const int x_r0 = x_lane / d.win_w, x_col0 = x_lane % d.win_w;  // this thread's first window pixel
+  const auto copy_stage = [&](Stage st, float* buf) {
+    // Offsets within image n (32-bit: supports_weight_grad checks), stepped along the walk; a zero-filled copy
+    // reads from the image's start.
+    const float* dy_n = dy + int64_t(st.n) * d.P * d.Q * d.K;
+    int col = dy_lane, at = (st.p0 * d.Q + st.q0 + col) * d.K + k0 + 2 * dy_pair;
+    bool row_ok = dy_ok && st.p0 < d.P;
+    float* dst = buf + dy_at;
+    for (int e = dy_lane, r = 0; e < d.tile_p * d.tile_q; e += 8, dst += kGroupFloats, at += 8 * d.K) {
+      const bool ok = row_ok && st.q0 + col < d.Q;
+      sm80::copy8(dst, dy_n + uint32_t(ok ? at : 0), ok);
+      col += 8;  // tile_q is a multiple of 8
+      if (col >= d.tile_q) col -= d.tile_q, at += (d.Q - d.tile_q) * d.K, row_ok = dy_ok && st.p0 + ++r < d.P;
+    }
+    const float* x_n = x + int64_t(st.n) * d.H * d.W * d.C;
+    const int ih0 = st.p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, iw0 = st.q0 * d.stride_w - d.pad_w;
+    int r = x_r0;
+    col = x_col0, at = ((ih0 + r) * d.W + iw0 + col) * d.C + c0 + 4 * x_chunk;
+    row_ok = x_ok && unsigned(ih0 + r) < unsigned(d.H);
+    dst = buf + dy_floats + 4 * x_chunk;
+    for (int e = x_lane; e < d.win_rows * d.win_w; e += kPixelLanes, at += kPixelLanes * d.C) {
+      const bool ok = row_ok && unsigned(iw0 + col) < unsigned(d.W);
+      sm80::copy16(dst + e * kPitch, x_n + uint32_t(ok ? at : 0), ok);
+      col += kPixelLanes;
+      if (col >= d.win_w) {
+        do col -= d.win_w, at += (d.W - d.win_w) * d.C, ++r;
+        while (col >= d.win_w);
+        row_ok = x_ok && unsigned(ih0 + r) < unsigned(d.H);
+      }
     }
   };
 
-  const int floats = (dy_pixels + d.win_rows * d.win_w) * kPitch;
-  if (first < last) copy_stage(first, smem);
+  // This lane's A fragment of m16 block m in a step's 8 pixels (dy_pair_at), bytes.
+  int a_at[4];
+#pragma unroll
+  for (int m = 0; m < 4; ++m) a_at[m] = (t * kPairs + ((4 * g + m) ^ t)) * 16;
+  const int stride_w = kUnitStrideW ? 1 : d.stride_w;
+  // Bytes from a B fragment's first word to its second (output pixel t + 4), and from a step to the next.
+  const int b_next = 4 * stride_w * kPitch * 4, b_step = 8 * stride_w * kPitch * 4;
+  const int floats = dy_floats + d.win_rows * d.win_w * kPitch;
+  Stage st{int(first / d.q_tiles / d.p_tiles), int(first / d.q_tiles % d.p_tiles) * d.tile_p,
+           int(first % d.q_tiles) * d.tile_q};
+  if (first < last) copy_stage(st, smem);
   sm80::commit_copies();
-  for (int64_t stage = first; stage < last; ++stage) {
-    const float* buf = smem + (stage - first) % 2 * floats;
-    if (stage + 1 < last) copy_stage(stage + 1, smem + (stage + 1 - first) % 2 * floats);
+  for (int64_t stage = first; stage < last; ++stage, st = next_stage(st)) {
+    float* buf = smem + (stage - first) % 2 * floats;
+    if (stage + 1 < last) copy_stage(next_stage(st), smem + (stage + 1 - first) % 2 * floats);
     sm80::commit_copies();
     sm80::copies_done_but<1>();
     __syncthreads();
-    const int q0 = int(stage % d.q_tiles) * d.tile_q, p0 = int(stage / d.q_tiles % d.p_tiles) * d.tile_p;
-    const int steps = (min(d.tile_q, d.Q - q0) + 7) / 8, rows = min(d.tile_p, d.P - p0);
-    for (int row = 0; row < rows; ++row) {
-      for (int step = 0; step < steps; ++step) {
-        // A (16 output channels x 8 pixels): pixel t or t + 4, channel g or g + 8 of each 16. B (8 pixels x 8
-        // input channels): the window pixel that output pixel t or t + 4 reads through the tap. All of a step's
-        // fragments are loaded before its MMAs: two warps a scheduler hide little latency.
-        const float* a_at = buf + (row * d.tile_q + 8 * step + t) * kPitch + g;
-        const float* b_at = buf + (row * d.stride_h * d.win_w + (8 * step + t) * d.stride_w) * kPitch;
-        const int b_next = 4 * d.stride_w * kPitch;
+    const int steps = (min(d.tile_q, d.Q - st.q0) + 7) / 8, rows = min(d.tile_p, d.P - st.p0);
+    // Steps along each row (a stage's rows one after another in shared memory); past a row's last step, the rest of
+    // the row's tile (a partial stage column) and, for B, the window rows between two output rows.
+    const uint32_t a_skip = (d.tile_q / 8 - steps) * kGroupFloats * 4;
+    const uint32_t b_skip = d.stride_h * d.win_w * kPitch * 4 - steps * b_step;
+    uint32_t a_row = sm80::smem_address(buf);
+    uint32_t b_row = sm80::smem_address(buf + dy_floats + t * stride_w * kPitch + warp * 8 + g);
+    // A step: A (16 output channels x 8 pixels a block) and B (8 pixels x 8 input channels: the window pixel that
+    // output pixel t or t + 4 reads through each tap), rounded to TF32 as they load, then the MMAs. Loading the
+    // next step's fragments during this step's MMAs (registers for two sets) measured no faster. A whole tap group
+    // (3x3 filters) runs without the per-tap conditions.
+    const auto run = [&](auto full) {
+      for (int it = 0, step = 0; it < rows * steps; ++it) {
         uint32_t a[4][4], b[kMaxTaps][2];
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
-          a[m][0] = sm80::to_tf32(a_at[16 * m]);
-          a[m][1] = sm80::to_tf32(a_at[16 * m + 8]);
-          a[m][2] = sm80::to_tf32(a_at[4 * kPitch + 16 * m]);
-          a[m][3] = sm80::to_tf32(a_at[4 * kPitch + 16 * m + 8]);
+          sm80::load_shared(a[m], a_row + a_at[m]);
+#pragma unroll
+          for (int e = 0; e < 4; ++e) a[m][e] = sm80::tf32_operand(a[m][e]);
         }
 #pragma unroll
         for (int i = 0; i < kMaxTaps; ++i) {
-          b[i][0] = sm80::to_tf32(b_at[tap_at[i]]);
-          b[i][1] = sm80::to_tf32(b_at[tap_at[i] + b_next]);
+          const uint32_t at = b_row + tap_at[i];
+          b[i][0] = sm80::tf32_operand(sm80::load_shared(at));
+          b[i][1] = sm80::tf32_operand(sm80::load_shared(at + b_next));
         }
 #pragma unroll
         for (int i = 0; i < kMaxTaps; ++i) {
-          if (i < ntaps) {
+          if (decltype(full)::value || i < ntaps) {
 #pragma unroll
             for (int m = 0; m < 4; ++m) sm80::mma_16x8x8_tf32(acc[i][m], a[m], b[i][0], b[i][1]);
           }
         }
+        a_row += kGroupFloats * 4, b_row += b_step;
+        if (++step == steps) step = 0, a_row += a_skip, b_row += b_skip;
       }
+    };
+    if (ntaps == kMaxTaps) {
+      run(std::true_type{});
+    } else {
+      run(std::false_type{});
     }
     __syncthreads();  // before the next iteration's copies overwrite this stage
   }
@@ -149,7 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int m = 0; m < 4; ++m) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          float* at = smem + (16 * m + g + 8 * h) * pitch + (warp * 8 + 2 * t) * ntaps + i;
+          float* at = smem + (8 * g + 2 * m + h) * pitch + (warp * 8 + 2 * t) * ntaps + i;
           at[0] = acc[i][m][2 * h];
           at[ntaps] = acc[i][m][2 * h + 1];
         }
@@ -198,7 +261,8 @@ Dims plan(const Geometry& g) {
     for (; d.tile_p > 0; --d.tile_p) {
       d.win_rows = (d.tile_p - 1) * d.stride_h + (group_rows - 1) * d.dil_h + 1;
       d.win_w = (d.tile_q - 1) * d.stride_w + (d.S - 1) * d.dil_w + 1;
-      d.smem = 2 * (int64_t(d.tile_p) * d.tile_q + int64_t(d.win_rows) * d.win_w) * kPitch * int64_t(sizeof(float));
+      d.smem = 2 * (int64_t(d.tile_p) * d.tile_q * kTileK + int64_t(d.win_rows) * d.win_w * kPitch) *
+               int64_t(sizeof(float));
       if (d.smem <= kSmemCap) break;
     }
     if (d.tile_p > 0) break;
@@ -242,22 +306,25 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool chann
                     g.K * g.C * g.R * g.S <= kMax && g.R * g.S <= kMax / 16 && tiles <= 65535;
   if (!fits || plan(g).tile_q == 0) return Refusal::kSize;
   // Where both channel counts are large the explicit path's im2col costs less next to its GEMM (cuBLAS near the
-  // tensor cores' rate), and this kernel runs at 100-200 TFLOPS (mma.sync TF32 alone: 323 measured). H100, queued,
-  // this kernel against the explicit path: channels_last, faster up to 256 channels (64 -> 64 56x56 batch 64 0.15
-  // against 0.51 ms, cuDNN 0.16; 128 28x28 0.09 against 0.17; 256 14x14 0.18 against 0.28; 256 56x56 1.11 against
-  // 1.19; strided 256 28x28 0.26 against 0.32) and at 512 channels on 7x7 (0.24 against 0.74) and 14x14 (0.68
-  // against 0.89), slower at 512 channels 28x28 (1.23 against 0.91); NCHW, where this kernel's operands go through
-  // transposes and the explicit path reads NCHW as it is, faster at 64 channels (0.24 against 0.42) and on 14x14 and
-  // smaller images (256: 0.21 against 0.24; 512: 0.73 against 0.81), slower from 28x28 on with more channels
-  // (strided 128 56x56 0.38 against 0.30, 256 56x56 1.28 against 1.01; 128 28x28 0.12 against 0.13).
+  // tensor cores' rate), and this kernel runs at 100-150 TFLOPS (mma.sync TF32 alone: 323 measured). H100, queued,
+  // 2026-11-26 (session/wg_rule.py's cases), this kernel against the explicit path, batch 64 unless said:
+  // channels_last 64 -> 64 56x56 0.116 against 0.511 ms (cuDNN 0.159), 128 28x28 0.124 against 0.323, 256 14x14
+  // 0.132 against 0.272, 256 56x56 batch 32 0.800 against 1.184, stride 2 256 56x56 -> 28x28 batch 32 0.397 against
+  // 0.440, 512 7x7 0.159 against 0.741, 512 14x14 0.485 against 0.888, 512 28x28 batch 32 0.904 against 0.904; NCHW,
+  // where this kernel's operands go through transposes and the explicit path reads NCHW as it is: 64 56x56 0.205
+  // against 0.417, 128 28x28 0.175 against 0.267, 256 14x14 0.159 against 0.233, 256 56x56 batch 32 0.966 against
+  // 1.010, 512 14x14 0.527 against 0.808, but stride 2 128 112x112 -> 56x56 batch 32 0.632 against 0.558 (the
+  // input's transpose is 4 times the output's). So the explicit path keeps more than 196 output pixels an image
+  // with more than 256 channels on both sides, or with more than 64 and a stride for NCHW inputs.
   const int64_t fewest = std::min(g.C, g.K), pixels = g.P * g.Q;
-  if ((fewest > 256 && pixels > 196) || (!channels_last && fewest > 64 && pixels > 196)) return Refusal::kSlower;
+  const bool strided = g.stride_h > 1 || g.stride_w > 1;
+  if (pixels > 196 && (fewest > 256 || (!channels_last && strided && fewest > 64))) return Refusal::kSlower;
   return Refusal::kNone;
 }
 
 at::Tensor weight_grad_partials(const at::Tensor& grad_out, const at::Tensor& x, const Geometry& g) {
   Dims d = plan(g);
-  const auto kernel = tf32_weight_grad;
+  const auto kernel = g.stride_w == 1 ? tf32_weight_grad<true> : tf32_weight_grad<false>;
   launch::opt_in_shared_memory(kernel);
   const int64_t tiles = int64_t(d.k_tiles) * d.c_tiles * ((d.R * d.S + kMaxTaps - 1) / kMaxTaps);
   const int64_t chunks = chunks_for(d, tiles, launch::resident_blocks(kernel, kThreads, d.smem));

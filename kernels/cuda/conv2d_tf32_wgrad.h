@@ -17,8 +17,8 @@ using implicit_gemm::Refusal;
 // Whether the kernel takes a weight gradient (TF32 allowed is the caller's check): float32, a device of compute
 // capability 8.0 or later, input and output channels multiples of 4 (16-byte pixels), a non-empty batch, sizes
 // of 32-bit range and a window that fits shared memory; not where the explicit path measured faster (more than
-// 196 output pixels an image with more than 256 channels on both sides, or with more than 64 for an NCHW input,
-// `channels_last` false). kNone, kDtype, kDevice, kAlignment, kSize or kSlower.
+// 196 output pixels an image with more than 256 channels on both sides, or with more than 64 and a stride for an
+// NCHW input, `channels_last` false). kNone, kDtype, kDevice, kAlignment, kSize or kSlower.
 Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool channels_last);
 
 // The float32 partial sums (chunks, K, C, R, S) of the weight gradient, to be summed over the first dimension:

@@ -23,6 +23,14 @@ __device__ __forceinline__ void copy16(void* dst, const void* src, bool ok) {
 #endif
 }
 
+// 8 bytes global -> shared (through L1: the .cg variant takes only 16); zeros where !ok.
+__device__ __forceinline__ void copy8(void* dst, const void* src, bool ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(smem_address(dst)), "l"(src),
+               "r"(ok ? 8 : 0));
+#endif
+}
+
 __device__ __forceinline__ void copies_done() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_all;\n" ::);
@@ -81,6 +89,23 @@ __device__ __forceinline__ void ldmatrix_x2_trans(uint32_t& b0, uint32_t& b1, ui
 #endif
 }
 
+// 4 and 16 bytes from a shared-memory address (kernels that walk 32-bit addresses themselves).
+__device__ __forceinline__ uint32_t load_shared(uint32_t address) {
+  uint32_t v = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(address));
+#endif
+  return v;
+}
+
+__device__ __forceinline__ void load_shared(uint32_t (&v)[4], uint32_t address) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(address));
+#endif
+}
+
 // d += a (16x16, row-major fragments) * b (16x8, column-major), T c10::Half or c10::BFloat16.
 template <typename T>
 __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -107,6 +132,12 @@ __device__ __forceinline__ void mma_16x8x16(float (&d)[4], const uint32_t (&a)[4
 // the MMA's own truncation would make it.
 __device__ __forceinline__ uint32_t to_tf32(float f) {
   return (__float_as_uint(f) + 0x1000u) & 0xffffe000u;
+}
+
+// to_tf32 for a register that only feeds TF32 MMAs, which read the top 19 bits: the half-ulp add alone (ptxas
+// drops to_tf32's mask itself where it can see every use, not where a value crosses a branch).
+__device__ __forceinline__ uint32_t tf32_operand(uint32_t bits) {
+  return bits + 0x1000u;
 }
 
 // d += a (16x8 TF32, row-major fragments) * b (8x8, column-major), float32 accumulators. Not volatile: the

@@ -69,16 +69,18 @@ def test_runs_where_it_applies(monkeypatch):
     """The kernel takes float32 weight gradients with TF32 allowed, one group, channels multiples of 4; not
     without TF32, under CUSTOMOPS_CONV2D_ALGO=explicit, for 1x1 unit-stride convolutions (one cuBLAS GEMM, unless
     CUSTOMOPS_CONV2D_ALGO=implicit), for groups, or where the explicit path measured faster (images of more than
-    196 output pixels with more than 256 channels on both sides, or more than 64 for NCHW inputs)."""
-    def ran(c=16, k=16, hw=10, ks=3, groups=1, tf32=True, layout=torch.channels_last, dtype=torch.float32):
+    196 output pixels with more than 256 channels on both sides, or more than 64 and a stride for NCHW inputs;
+    CUSTOMOPS_CONV2D_ALGO=implicit lifts that rule)."""
+    def ran(c=16, k=16, hw=10, ks=3, groups=1, tf32=True, layout=torch.channels_last, dtype=torch.float32, stride=1):
         x = torch.randn(2, c, hw, hw, device="cuda", dtype=dtype).to(memory_format=layout)
         w = torch.randn(k, c // groups, ks, ks, device="cuda", dtype=dtype)
-        g = torch.randn(2, k, hw, hw, device="cuda", dtype=dtype).to(memory_format=layout)
+        out = (hw + 2 * (ks // 2) - ks) // stride + 1
+        g = torch.randn(2, k, out, out, device="cuda", dtype=dtype).to(memory_format=layout)
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
             names = cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(
-                g, x, w, [1, 1], [ks // 2] * 2, [1, 1], groups, [False, True, False]))
+                g, x, w, [stride] * 2, [ks // 2] * 2, [1, 1], groups, [False, True, False]))
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
         return any(_KERNEL in n for n in names)
@@ -89,9 +91,11 @@ def test_runs_where_it_applies(monkeypatch):
     assert ran(c=256, k=256, hw=16)  # channels_last: up to 256 channels on any image
     assert ran(c=512, k=512, hw=14)  # more on images of at most 196 output pixels
     assert not ran(c=512, k=512, hw=15)
-    assert ran(c=128, k=128, hw=14, layout=torch.contiguous_format)  # NCHW: more than 64 channels on small images
-    assert not ran(c=128, k=128, hw=15, layout=torch.contiguous_format)
-    assert ran(c=64, k=256, hw=20, layout=torch.contiguous_format)
+    assert ran(c=128, k=128, hw=15, layout=torch.contiguous_format)  # NCHW, unit stride: any image
+    assert ran(c=128, k=128, hw=28, stride=2, layout=torch.contiguous_format)  # strided: up to 196 output pixels
+    assert not ran(c=128, k=128, hw=30, stride=2, layout=torch.contiguous_format)
+    assert ran(c=128, k=128, hw=30, stride=2)  # channels_last
+    assert ran(c=64, k=256, hw=30, stride=2, layout=torch.contiguous_format)
     assert not ran(tf32=False)
     assert not ran(c=6)  # not a multiple of 4
     assert not ran(k=18)
@@ -101,5 +105,6 @@ def test_runs_where_it_applies(monkeypatch):
     assert not ran(ks=1)
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "implicit")
     assert ran(ks=1)
+    assert ran(c=512, k=512, hw=15)
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "explicit")
     assert not ran()

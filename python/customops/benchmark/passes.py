@@ -1,13 +1,14 @@
-"""python -m customops.benchmark.passes: conv2d's direct kernels per pass against cuDNN, in one run.
+"""python -m customops.benchmark.passes: conv2d's kernels per pass against cuDNN, in one run.
 
-ResNeXt-50 32x4d's 3x3 grouped convolutions (32 groups of 4, 8, 16 and 32 channels, batch 64), the conv2d
-benchmark's ResNeXt case (groups of 8, 256 channels at 56x56, batch 32), the ResNet stem (3 -> 64 channels, 7x7,
-stride 2, 224x224, batch 32) and a 4x4 patchify stem (3 -> 64, stride 4), channels_last, float16, bfloat16,
-float32 and float32 as TF32 (both sides' TF32 flags off, then on): the forward, the input gradient and the weight
-gradient of customops.conv2d as it runs (the direct grouped or stem kernels where they apply), with
-CUSTOMOPS_CONV2D_ALGO=explicit (im2col + cuBLAS), and cuDNN's (F.conv2d / aten.convolution_backward), each as GPU
-time per call with the calls queued back to back. `--only WORD` keeps the cases whose name holds WORD, `--dtypes`
-the dtypes named."""
+The conv2d benchmark's dense 3x3 cases (ResNet-50's 64 channels at 56x56 and 256 at 14x14, batch 64; the table's
+256 channels at 56x56, batch 32), ResNeXt-50 32x4d's 3x3 grouped convolutions (32 groups of 4, 8, 16 and 32
+channels, batch 64), the conv2d benchmark's ResNeXt case (groups of 8, 256 channels at 56x56, batch 32), the ResNet
+stem (3 -> 64 channels, 7x7, stride 2, 224x224, batch 32) and a 4x4 patchify stem (3 -> 64, stride 4),
+channels_last, float16, bfloat16, float32 and float32 as TF32 (both sides' TF32 flags off, then on): the forward,
+the input gradient and the weight gradient of customops.conv2d as it runs (the implicit GEMM, or the direct
+grouped, stem or TF32 weight-gradient kernels where they apply), with CUSTOMOPS_CONV2D_ALGO=explicit (im2col +
+cuBLAS), and cuDNN's (F.conv2d / aten.convolution_backward), each as GPU time per call with the calls queued back
+to back. `--only WORD` keeps the cases whose name holds WORD, `--dtypes` the dtypes named."""
 
 from __future__ import annotations
 
@@ -21,7 +22,10 @@ import customops  # noqa: F401  (registers torch.ops.customops)
 from .timing import queued_pass_ms, tf32
 
 # name, N, C, H = W, K, kernel, stride, padding, groups
-CASES = [("grouped g32 256ch56 b32", 32, 256, 56, 256, 3, 1, 1, 32),
+CASES = [("resnet 64ch56 b64", 64, 64, 56, 64, 3, 1, 1, 1),
+         ("resnet 256ch14 b64", 64, 256, 14, 256, 3, 1, 1, 1),
+         ("table 256ch56 b32", 32, 256, 56, 256, 3, 1, 1, 1),
+         ("grouped g32 256ch56 b32", 32, 256, 56, 256, 3, 1, 1, 32),
          ("grouped s1 128ch56 b64", 64, 128, 56, 128, 3, 1, 1, 32),
          ("grouped s2 256ch28 b64", 64, 256, 28, 256, 3, 1, 1, 32),
          ("grouped s3 512ch14 b64", 64, 512, 14, 512, 3, 1, 1, 32),
