@@ -83,11 +83,6 @@ __device__ __forceinline__ void mma_16x8x8(float (&d)[4], uint32_t a0, uint32_t 
 #endif
 }
 
-template <typename T>
-struct alignas(4) Pair {
-  T lo, hi;
-};
-
 // The MMA's B fragments, wp[group][tap][kc][nb][lane]: lane holds input channels kc * 8 + 2 * (lane % 4) + {0, 1}
 // of output channel nb * 8 + lane / 4 (the low half the first); in TF32 (Frag<float>, two words) channels
 // kc * 8 + lane % 4 and + 4, rounded. The filter w has any strides.
@@ -95,7 +90,7 @@ template <typename T>
 struct Frag {
   using type = uint32_t;
   static __device__ __forceinline__ type make(const T* at, int64_t next) {
-    const Pair<T> pair{at[0], at[next]};
+    const sm80::Pair<T> pair{at[0], at[next]};
     return *reinterpret_cast<const uint32_t*>(&pair);
   }
 };
@@ -185,8 +180,7 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
 #pragma unroll
               for (int i = 0; i < kTileP; ++i) {
                 sm80::ldmatrix_x4<false>(a[i], chunk_at + i * out_row_step);
-#pragma unroll
-                for (int e = 0; e < 4; ++e) a[i][e] = sm80::to_tf32(__uint_as_float(a[i][e]));
+                sm80::round_tf32(a[i]);
               }
 #pragma unroll
               for (int nb = 0; nb < kKG8; ++nb) {
@@ -233,7 +227,7 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
               *reinterpret_cast<float2*>(dst + nb * 8) =
                   make_float2(acc[i][nb][2 * h] + b[nb][0], acc[i][nb][2 * h + 1] + b[nb][1]);
             } else {
-              *reinterpret_cast<Pair<T>*>(dst + nb * 8) = {static_cast<T>(acc[i][nb][2 * h] + b[nb][0]),
+              *reinterpret_cast<sm80::Pair<T>*>(dst + nb * 8) = {static_cast<T>(acc[i][nb][2 * h] + b[nb][0]),
                                                           static_cast<T>(acc[i][nb][2 * h + 1] + b[nb][1])};
             }
           }

@@ -55,11 +55,6 @@ struct Params {
   int64_t smem;
 };
 
-template <typename T>
-struct alignas(4) Pair {
-  T lo, hi;
-};
-
 template <typename T, int kCP>
 struct alignas(sizeof(T) * kCP) Padded {
   T v[kCP];
@@ -90,17 +85,14 @@ struct Mma {
     if constexpr (kTf32) {
       return sm80::to_tf32(v[0]);
     } else {
-      const Pair<T> pair{v[0], v[1]};
+      const sm80::Pair<T> pair{v[0], v[1]};
       return *reinterpret_cast<const uint32_t*>(&pair);
     }
   }
 
   // Fragment registers loaded as they are from memory the kernel did not round (cp.async copies).
   static __device__ __forceinline__ void round(uint32_t (&a)[4]) {
-    if constexpr (kTf32) {
-#pragma unroll
-      for (int i = 0; i < 4; ++i) a[i] = sm80::to_tf32(__uint_as_float(a[i]));
-    }
+    if constexpr (kTf32) sm80::round_tf32(a);
   }
 
   static __device__ __forceinline__ void run(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -224,7 +216,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           if constexpr (M::kTf32) {
             *reinterpret_cast<float2*>(dst + k) = make_float2(acc[nb][2 * h] + b0, acc[nb][2 * h + 1] + b1);
           } else {
-            *reinterpret_cast<Pair<T>*>(dst + k) = {static_cast<T>(acc[nb][2 * h] + b0),
+            *reinterpret_cast<sm80::Pair<T>*>(dst + k) = {static_cast<T>(acc[nb][2 * h] + b0),
                                                     static_cast<T>(acc[nb][2 * h + 1] + b1)};
           }
         }
@@ -234,12 +226,41 @@ __global__ void __launch_bounds__(kThreads, 3)
 }
 
 // partial[blockIdx.x][k][c][r][s] for the block's output-channel slice.
+// The weight gradients' walk: for each output tile this block takes (grid-stride over the batch's tiles), copies
+// the tile's grad_out pixels into dy, kChunks 16-byte chunks of the block's slice of channels a pixel (chunk j of
+// pixel q at j ^ swizzle(q); zeros outside the image and past K: their products vanish), and its input window,
+// then calls fn().
+template <typename T, int kCP, int kChunks, typename Swizzle, typename Fn>
+__device__ __forceinline__ void for_each_weight_grad_tile(uint4* dy, Padded<T, kCP>* window, const T* __restrict__ x,
+                                                          const T* __restrict__ gout, const Params& p, int k0,
+                                                          Swizzle swizzle, Fn&& fn) {
+  constexpr int kPer = 16 / int(sizeof(T));  // channels a chunk
+  const int kchunks = min(kChunks, (p.K - k0 + kPer - 1) / kPer);
+  const int tiles_q = (p.OW + kTileQ - 1) / kTileQ, tiles_p = (p.OH + kTileP - 1) / kTileP;
+  const int64_t tiles = p.N * tiles_p * tiles_q;
+  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int ow0 = int(tile % tiles_q) * kTileQ, oh0 = int(tile / tiles_q % tiles_p) * kTileP;
+    const int64_t n = tile / tiles_q / tiles_p;
+    __syncthreads();  // the previous tile is read
+    for (int i = threadIdx.x; i < kTileP * kTileQ * kChunks; i += kThreads) {
+      const int pix = i / kChunks, j = i % kChunks;
+      const int oh = oh0 + pix / kTileQ, ow = ow0 + pix % kTileQ;
+      const bool ok = oh < p.OH && ow < p.OW && j < kchunks;
+      const T* src = ok ? gout + ((n * p.OH + oh) * p.OW + ow) * p.K + k0 + j * kPer : gout;
+      sm80::copy16(dy + pix * kChunks + (j ^ swizzle(pix)), src, ok);
+    }
+    copy_window<T, kCP>(window, x, p, n, oh0, ow0);
+    sm80::copies_done();
+    __syncthreads();
+    fn();
+  }
+}
+
 template <typename T, int kCP>
 __global__ void __launch_bounds__(kThreads, 2)
     stem_weight_grad(const T* __restrict__ x, const T* __restrict__ gout, float* __restrict__ partial, Params p) {
   extern __shared__ uint4 smem[];
   const int k0 = blockIdx.y * kSliceK;
-  const int kchunks = min(int(kNB), (p.K - k0 + 7) / 8);  // 16-byte chunks of a grad_out pixel's slice
   uint4* dy = smem;  // [tile pixel][chunk ^ (pixel % 8)]: ldmatrix.trans reads 8 pixels' same chunk
   auto* window = reinterpret_cast<Padded<T, kCP>*>(dy + kTileP * kTileQ * kNB);
   const uint32_t dy_base = sm80::smem_address(dy), window_base = sm80::smem_address(window);
@@ -250,22 +271,8 @@ __global__ void __launch_bounds__(kThreads, 2)
   // 8-15 pixels 0-7 at elements 8-15, lanes 16-31 the same for pixels 8-15.
   const int a_offset = ((lane % 8 + 8 * (lane / 16)) * p.stride_w * kCP + 8 * (lane / 8 % 2)) * int(sizeof(T));
   float acc[kMaxItems][kNB][4] = {};
-  const int tiles_q = (p.OW + kTileQ - 1) / kTileQ, tiles_p = (p.OH + kTileP - 1) / kTileP;
-  const int64_t tiles = p.N * tiles_p * tiles_q;
-  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {
-    const int ow0 = int(t % tiles_q) * kTileQ, oh0 = int(t / tiles_q % tiles_p) * kTileP;
-    const int64_t n = t / tiles_q / tiles_p;
-    __syncthreads();  // the previous tile is read
-    for (int i = threadIdx.x; i < kTileP * kTileQ * kNB; i += kThreads) {
-      const int pix = i / kNB, j = i % kNB;
-      const int oh = oh0 + pix / kTileQ, ow = ow0 + pix % kTileQ;
-      const bool ok = oh < p.OH && ow < p.OW && j < kchunks;  // zeros elsewhere: their products vanish
-      const T* src = ok ? gout + ((n * p.OH + oh) * p.OW + ow) * p.K + k0 + j * 8 : gout;
-      sm80::copy16(dy + pix * kNB + (j ^ (pix % 8)), src, ok);
-    }
-    copy_window<T, kCP>(window, x, p, n, oh0, ow0);
-    sm80::copies_done();
-    __syncthreads();
+  const auto swizzle = [](int pix) { return pix % 8; };
+  for_each_weight_grad_tile<T, kCP, kNB>(dy, window, x, gout, p, k0, swizzle, [&] {
     for (int i = 0; i < kTileP; ++i) {
       // B (16 pixels x 8 channels) of column blocks 2m and 2m + 1: lanes 0-15 address pixels 0-15 at chunk 2m,
       // lanes 16-31 at chunk 2m + 1.
@@ -284,10 +291,12 @@ __global__ void __launch_bounds__(kThreads, 2)
         sm80::ldmatrix_x4<true>(a, window_base + (i * p.stride_h + r * p.dil_h) * row_bytes + a_offset +
                                  step * 16 * int(sizeof(T)));
 #pragma unroll
-        for (int nb = 0; nb < kNB; ++nb) sm80::mma_16x8x16<T>(acc[it][nb], a, b[nb / 2][2 * (nb % 2)], b[nb / 2][2 * (nb % 2) + 1]);
+        for (int nb = 0; nb < kNB; ++nb) {
+          sm80::mma_16x8x16<T>(acc[it][nb], a, b[nb / 2][2 * (nb % 2)], b[nb / 2][2 * (nb % 2) + 1]);
+        }
       }
     }
-  }
+  });
   // Accumulator {0, 1}: run element step * 16 + lane / 4, channels nb * 8 + 2 * (lane % 4) + {0, 1}; {2, 3}: + 8.
   float* dst = partial + int64_t(blockIdx.x) * p.K * p.C * p.R * p.S;
 #pragma unroll
@@ -330,7 +339,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int kChunks = kSliceK / 4;
   extern __shared__ uint4 smem[];
   const int k0 = blockIdx.y * kSliceK;
-  const int kchunks = min(kChunks, (p.K - k0) / 4);  // K is a multiple of 8
   uint4* dy = smem;  // [tile pixel][chunk ^ tf32_swizzle(pixel)]
   auto* window = reinterpret_cast<Padded<float, kCP>*>(dy + kTileP * kTileQ * kChunks);
   const float* dyf = reinterpret_cast<const float*>(dy);
@@ -339,22 +347,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int row_elems = p.slots * kCP;
   const int items = p.R * p.steps;
   float acc[kMaxItems][kNB][4] = {};
-  const int tiles_q = (p.OW + kTileQ - 1) / kTileQ, tiles_p = (p.OH + kTileP - 1) / kTileP;
-  const int64_t tiles = p.N * tiles_p * tiles_q;
-  for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    const int ow0 = int(tile % tiles_q) * kTileQ, oh0 = int(tile / tiles_q % tiles_p) * kTileP;
-    const int64_t n = tile / tiles_q / tiles_p;
-    __syncthreads();  // the previous tile is read
-    for (int i = threadIdx.x; i < kTileP * kTileQ * kChunks; i += kThreads) {
-      const int pix = i / kChunks, j = i % kChunks;
-      const int oh = oh0 + pix / kTileQ, ow = ow0 + pix % kTileQ;
-      const bool ok = oh < p.OH && ow < p.OW && j < kchunks;  // zeros elsewhere: their products vanish
-      const float* src = ok ? gout + ((n * p.OH + oh) * p.OW + ow) * p.K + k0 + j * 4 : gout;
-      sm80::copy16(dy + pix * kChunks + (j ^ tf32_swizzle(pix)), src, ok);
-    }
-    copy_window<float, kCP>(window, x, p, n, oh0, ow0);
-    sm80::copies_done();
-    __syncthreads();
+  for_each_weight_grad_tile<float, kCP, kChunks>(dy, window, x, gout, p, k0, tf32_swizzle, [&] {
     for (int i = 0; i < kTileP; ++i) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {  // pixels 8 * half + {t, t + 4} of the tile row
@@ -390,7 +383,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       }
     }
-  }
+  });
   // Accumulator {0, 1}: run element step * 16 + 2 * g, channels (2 * t + {0, 1}) * 8 + nb; {2, 3}: element + 1.
   float* dst = partial + int64_t(blockIdx.x) * p.K * p.C * p.R * p.S;
 #pragma unroll

@@ -15,6 +15,12 @@ __device__ __forceinline__ uint32_t smem_address(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
+// Two 16-bit elements as one 32-bit fragment register (the first in the low half).
+template <typename T>
+struct alignas(4) Pair {
+  T lo, hi;
+};
+
 // 16 bytes global -> shared, bypassing L1; zeros where !ok.
 __device__ __forceinline__ void copy16(void* dst, const void* src, bool ok) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -138,6 +144,12 @@ __device__ __forceinline__ uint32_t to_tf32(float f) {
 // drops to_tf32's mask itself where it can see every use, not where a value crosses a branch).
 __device__ __forceinline__ uint32_t tf32_operand(uint32_t bits) {
   return bits + 0x1000u;
+}
+
+// A fragment's registers, loaded as they are from memory the kernel did not round (cp.async copies), to TF32.
+__device__ __forceinline__ void round_tf32(uint32_t (&a)[4]) {
+#pragma unroll
+  for (int i = 0; i < 4; ++i) a[i] = to_tf32(__uint_as_float(a[i]));
 }
 
 // d += a (16x8 TF32, row-major fragments) * b (8x8, column-major), float32 accumulators. Not volatile: the

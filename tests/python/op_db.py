@@ -327,6 +327,9 @@ _CONVS = [
     ((2, 3, 5, 5), (2, 3, 5, 5), True, 1, 0, 1, 1, "output_1x1"),
     ((0, 3, 6, 6), (4, 3, 3, 3), True, 1, 1, 1, 1, "batch0"),
     ((1, 4, 13, 11), (4, 1, 3, 5), True, (2, 1), (2, 3), (2, 2), 4, "odd_sizes"),
+    # A ResNet stem's shape (3 channels, 7x7, stride 2): the stem kernels on CUDA in the half types (NCHW through
+    # the layout transposes, the windows overlapping).
+    ((2, 3, 12, 12), (16, 3, 7, 7), True, 2, 3, 1, 1, "stem_7x7_s2"),
 ]
 
 # The same for depthwise_conv2d (groups = C; weight (C*m, 1, kh, kw)).
@@ -378,6 +381,7 @@ _CHANNELS_LAST_CONVS = [
     # Groups of 4 input and 8 output channels: the direct grouped kernels on CUDA (any GPU), strided so that the
     # input gradient's gather skips taps.
     ((2, 16, 9, 8), (32, 4, 3, 3), True, 2, 1, 1, 4, "channels_last_groups_of_4"),
+    ((2, 3, 12, 12), (16, 3, 7, 7), True, 2, 3, 1, 1, "channels_last_stem_7x7_s2"),
 ]
 
 
