@@ -227,8 +227,8 @@ __global__ void __launch_bounds__(kThreads, kKG8 == 1 ? 3 : 1)
               *reinterpret_cast<float2*>(dst + nb * 8) =
                   make_float2(acc[i][nb][2 * h] + b[nb][0], acc[i][nb][2 * h + 1] + b[nb][1]);
             } else {
-              *reinterpret_cast<sm80::Pair<T>*>(dst + nb * 8) = {static_cast<T>(acc[i][nb][2 * h] + b[nb][0]),
-                                                          static_cast<T>(acc[i][nb][2 * h + 1] + b[nb][1])};
+              *reinterpret_cast<sm80::Pair<T>*>(dst + nb * 8) = {
+                  static_cast<T>(acc[i][nb][2 * h] + b[nb][0]), static_cast<T>(acc[i][nb][2 * h + 1] + b[nb][1])};
             }
           }
         }

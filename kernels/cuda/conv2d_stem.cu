@@ -217,7 +217,7 @@ __global__ void __launch_bounds__(kThreads, 3)
             *reinterpret_cast<float2*>(dst + k) = make_float2(acc[nb][2 * h] + b0, acc[nb][2 * h + 1] + b1);
           } else {
             *reinterpret_cast<sm80::Pair<T>*>(dst + k) = {static_cast<T>(acc[nb][2 * h] + b0),
-                                                    static_cast<T>(acc[nb][2 * h + 1] + b1)};
+                                                          static_cast<T>(acc[nb][2 * h + 1] + b1)};
           }
         }
       }
@@ -225,7 +225,6 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-// partial[blockIdx.x][k][c][r][s] for the block's output-channel slice.
 // The weight gradients' walk: for each output tile this block takes (grid-stride over the batch's tiles), copies
 // the tile's grad_out pixels into dy, kChunks 16-byte chunks of the block's slice of channels a pixel (chunk j of
 // pixel q at j ^ swizzle(q); zeros outside the image and past K: their products vanish), and its input window,
@@ -256,6 +255,7 @@ __device__ __forceinline__ void for_each_weight_grad_tile(uint4* dy, Padded<T, k
   }
 }
 
+// partial[blockIdx.x][k][c][r][s] for the block's output-channel slice.
 template <typename T, int kCP>
 __global__ void __launch_bounds__(kThreads, 2)
     stem_weight_grad(const T* __restrict__ x, const T* __restrict__ gout, float* __restrict__ partial, Params p) {
