@@ -212,6 +212,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int m = 0; m < 4; ++m) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
+          // Accumulator 2h + e: output channel 8g + 2m + h (dy_pair_at's rows), input channel warp * 8 + 2t + e.
           float* at = smem + (8 * g + 2 * m + h) * pitch + (warp * 8 + 2 * t) * ntaps + i;
           at[0] = acc[i][m][2 * h];
           at[ntaps] = acc[i][m][2 * h + 1];
@@ -307,14 +308,14 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool chann
   if (!fits || plan(g).tile_q == 0) return Refusal::kSize;
   // Where both channel counts are large the explicit path's im2col costs less next to its GEMM (cuBLAS near the
   // tensor cores' rate), and this kernel runs at 100-150 TFLOPS (mma.sync TF32 alone: 323 measured). H100, queued,
-  // 2026-11-26 (session/wg_rule.py's cases), this kernel against the explicit path, batch 64 unless said:
-  // channels_last 64 -> 64 56x56 0.116 against 0.511 ms (cuDNN 0.159), 128 28x28 0.124 against 0.323, 256 14x14
-  // 0.132 against 0.272, 256 56x56 batch 32 0.800 against 1.184, stride 2 256 56x56 -> 28x28 batch 32 0.397 against
-  // 0.440, 512 7x7 0.159 against 0.741, 512 14x14 0.485 against 0.888, 512 28x28 batch 32 0.904 against 0.904; NCHW,
-  // where this kernel's operands go through transposes and the explicit path reads NCHW as it is: 64 56x56 0.205
-  // against 0.417, 128 28x28 0.175 against 0.267, 256 14x14 0.159 against 0.233, 256 56x56 batch 32 0.966 against
-  // 1.010, 512 14x14 0.527 against 0.808, but stride 2 128 112x112 -> 56x56 batch 32 0.632 against 0.558 (the
-  // input's transpose is 4 times the output's). So the explicit path keeps more than 196 output pixels an image
+  // 2026-11-26, this kernel against the explicit path (CUSTOMOPS_CONV2D_ALGO=implicit and =explicit), batch 64
+  // unless said: channels_last 64 -> 64 56x56 0.116 against 0.511 ms (cuDNN 0.159), 128 28x28 0.124 against 0.323,
+  // 256 14x14 0.132 against 0.272, 256 56x56 batch 32 0.800 against 1.184, stride 2 256 56x56 -> 28x28 batch 32
+  // 0.397 against 0.440, 512 7x7 0.159 against 0.741, 512 14x14 0.485 against 0.888, 512 28x28 batch 32 0.904
+  // against 0.904; NCHW, where this kernel's operands go through transposes and the explicit path reads NCHW as it
+  // is: 64 56x56 0.205 against 0.417, 128 28x28 0.175 against 0.267, 256 14x14 0.159 against 0.233, 256 56x56
+  // batch 32 0.966 against 1.010, 512 14x14 0.527 against 0.808, but stride 2 128 112x112 -> 56x56 batch 32 0.632
+  // against 0.558 (the input's transpose is 4 times the output's). So the explicit path keeps more than 196 output pixels an image
   // with more than 256 channels on both sides, or with more than 64 and a stride for NCHW inputs.
   const int64_t fewest = std::min(g.C, g.K), pixels = g.P * g.Q;
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
