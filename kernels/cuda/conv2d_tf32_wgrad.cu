@@ -2,12 +2,12 @@
 // (M) x filter taps and input channels (N), reduced over the output pixels, every operand tile read from shared
 // memory. A block owns 64 output channels x 64 input channels x up to 9 taps (a tap group) and walks a chunk of
 // stages, a stage being a piece of an output row or several whole rows: it copies the stage's grad_out pixels and
-// the input window their taps read into shared memory (cp.async, the next stage's copies in flight during this
-// one's MMAs, zeros outside the image and past the channels). Each of its 8 warps accumulates 8 input channels x
-// the block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments (grad_out) feed each
-// tap's B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. An input pixel's 64 floats take 72 in
-// shared memory, so that a B fragment's 4 pixels x 8 channels fall in 32 different banks. Blocks write float32 partial
-// sums, which sum_weight_partials (conv2d_partials.cu) adds in a fixed order and rounds once.
+// the input window their taps read into shared memory (cp.async, the next stage's copies issued a few at a time
+// between this one's MMA steps, zeros outside the image and past the channels). Each of its 8 warps accumulates 8
+// input channels x the block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments
+// (grad_out) feed each tap's B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. An input pixel's 64
+// floats take 72 in shared memory, so that a B fragment's 4 pixels x 8 channels fall in 32 different banks. Blocks
+// write float32 partial sums, which sum_weight_partials (conv2d_partials.cu) adds in a fixed order and rounds once.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -33,6 +33,7 @@ constexpr int kPixelLanes = kThreads / kChunks;  // window pixels one pass of th
 constexpr int kPairs = kTileK / 2;         // 8-byte channel pairs of a grad_out pixel
 constexpr int kGroupFloats = 8 * kTileK;   // floats of 8 grad_out pixels (an MMA step's A) in shared memory
 constexpr int kPitch = 72;                 // floats an input pixel takes in shared memory
+constexpr int kCopiesPerStep = 2;          // copies of each walk a thread issues after an MMA step
 constexpr int kMaxTileQ = 64;              // output pixels of a stage row
 constexpr int kStagePixels = 128;          // output pixels of a stage (64 measured 12-17% slower: more stages
                                            // and barriers, more window rows copied per output row)
@@ -102,40 +103,53 @@ __global__ void __launch_bounds__(kThreads, 1)
     return st;
   };
   const int dy_lane = threadIdx.x / kPairs, dy_pair = threadIdx.x % kPairs;
-  const int dy_at = dy_pair_at(dy_lane, dy_pair);  // pixel dy_lane + 8i sits i groups further
+  const int dy_pair_slot = dy_pair_at(dy_lane, dy_pair);  // pixel dy_lane + 8i sits i groups further
   const int x_lane = threadIdx.x / kChunks, x_chunk = threadIdx.x % kChunks;
   const bool dy_ok = dy_pair < k_pairs, x_ok = x_chunk < c_chunks;
   const int x_r0 = x_lane / d.win_w, x_col0 = x_lane % d.win_w;  // this thread's first window pixel
-  const auto copy_stage = [&](Stage st, float* buf) {
-    // Offsets within image n (32-bit: supports_weight_grad checks), stepped along the walk; a zero-filled copy
-    // reads from the image's start.
-    const float* dy_n = dy + int64_t(st.n) * d.P * d.Q * d.K;
-    int col = dy_lane, at = (st.p0 * d.Q + st.q0 + col) * d.K + k0 + 2 * dy_pair;
-    bool row_ok = dy_ok && st.p0 < d.P;
-    float* dst = buf + dy_at;
-    for (int e = dy_lane, r = 0; e < d.tile_p * d.tile_q; e += 8, dst += kGroupFloats, at += 8 * d.K) {
-      const bool ok = row_ok && st.q0 + col < d.Q;
-      sm80::copy8(dst, dy_n + uint32_t(ok ? at : 0), ok);
-      col += 8;  // tile_q is a multiple of 8
-      if (col >= d.tile_q) col -= d.tile_q, at += (d.Q - d.tile_q) * d.K, row_ok = dy_ok && st.p0 + ++r < d.P;
+  // The copies of a stage, issued a few at a time from within the previous stage's MMA steps (issued all at once,
+  // every warp of the block spent the same stretch on them, the tensor cores idle). Offsets within image n (32-bit:
+  // supports_weight_grad checks), stepped along each walk; a zero-filled copy reads from the image's start.
+  const int dy_end = d.tile_p * d.tile_q, x_end = d.win_rows * d.win_w;
+  const float *dy_n = dy, *x_n = x;
+  float *dy_dst = smem, *x_dst = smem;
+  int dy_e = dy_end, dy_col = 0, dy_r = 0, dy_at = 0, x_e = x_end, x_col = 0, x_r = 0, x_at = 0;
+  int copy_p0 = 0, copy_q0 = 0, ih0 = 0, iw0 = 0;
+  bool dy_row_ok = false, x_row_ok = false;
+  const auto start_copies = [&](Stage st, float* buf) {
+    copy_p0 = st.p0, copy_q0 = st.q0;
+    dy_n = dy + int64_t(st.n) * d.P * d.Q * d.K;
+    dy_e = dy_lane, dy_col = dy_lane, dy_r = 0, dy_at = (st.p0 * d.Q + st.q0 + dy_col) * d.K + k0 + 2 * dy_pair;
+    dy_row_ok = dy_ok && st.p0 < d.P;
+    dy_dst = buf + dy_pair_slot;
+    x_n = x + int64_t(st.n) * d.H * d.W * d.C;
+    ih0 = st.p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, iw0 = st.q0 * d.stride_w - d.pad_w;
+    x_e = x_lane, x_r = x_r0, x_col = x_col0, x_at = ((ih0 + x_r) * d.W + iw0 + x_col) * d.C + c0 + 4 * x_chunk;
+    x_row_ok = x_ok && unsigned(ih0 + x_r) < unsigned(d.H);
+    x_dst = buf + dy_floats + x_lane * kPitch + 4 * x_chunk;
+  };
+  const auto issue_copies = [&](int most) {
+    for (int i = 0; i < most && dy_e < dy_end; ++i) {
+      const bool ok = dy_row_ok && copy_q0 + dy_col < d.Q;
+      sm80::copy8(dy_dst, dy_n + uint32_t(ok ? dy_at : 0), ok);
+      dy_e += 8, dy_dst += kGroupFloats, dy_at += 8 * d.K, dy_col += 8;  // tile_q is a multiple of 8
+      if (dy_col >= d.tile_q) {
+        dy_col -= d.tile_q, dy_at += (d.Q - d.tile_q) * d.K;
+        dy_row_ok = dy_ok && copy_p0 + ++dy_r < d.P;
+      }
     }
-    const float* x_n = x + int64_t(st.n) * d.H * d.W * d.C;
-    const int ih0 = st.p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, iw0 = st.q0 * d.stride_w - d.pad_w;
-    int r = x_r0;
-    col = x_col0, at = ((ih0 + r) * d.W + iw0 + col) * d.C + c0 + 4 * x_chunk;
-    row_ok = x_ok && unsigned(ih0 + r) < unsigned(d.H);
-    dst = buf + dy_floats + 4 * x_chunk;
-    for (int e = x_lane; e < d.win_rows * d.win_w; e += kPixelLanes, at += kPixelLanes * d.C) {
-      const bool ok = row_ok && unsigned(iw0 + col) < unsigned(d.W);
-      sm80::copy16(dst + e * kPitch, x_n + uint32_t(ok ? at : 0), ok);
-      col += kPixelLanes;
-      if (col >= d.win_w) {
-        do col -= d.win_w, at += (d.W - d.win_w) * d.C, ++r;
-        while (col >= d.win_w);
-        row_ok = x_ok && unsigned(ih0 + r) < unsigned(d.H);
+    for (int i = 0; i < most && x_e < x_end; ++i) {
+      const bool ok = x_row_ok && unsigned(iw0 + x_col) < unsigned(d.W);
+      sm80::copy16(x_dst, x_n + uint32_t(ok ? x_at : 0), ok);
+      x_e += kPixelLanes, x_dst += kPixelLanes * kPitch, x_at += kPixelLanes * d.C, x_col += kPixelLanes;
+      if (x_col >= d.win_w) {
+        do x_col -= d.win_w, x_at += (d.W - d.win_w) * d.C, ++x_r;
+        while (x_col >= d.win_w);
+        x_row_ok = x_ok && unsigned(ih0 + x_r) < unsigned(d.H);
       }
     }
   };
+  constexpr int kAll = std::numeric_limits<int>::max();
 
   // This lane's A fragment of m16 block m in a step's 8 pixels (dy_pair_at), bytes.
   int a_at[4];
@@ -147,14 +161,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int floats = dy_floats + d.win_rows * d.win_w * kPitch;
   Stage st{int(first / d.q_tiles / d.p_tiles), int(first / d.q_tiles % d.p_tiles) * d.tile_p,
            int(first % d.q_tiles) * d.tile_q};
-  if (first < last) copy_stage(st, smem);
+  if (first < last) start_copies(st, smem), issue_copies(kAll);
   sm80::commit_copies();
   for (int64_t stage = first; stage < last; ++stage, st = next_stage(st)) {
     float* buf = smem + (stage - first) % 2 * floats;
-    if (stage + 1 < last) copy_stage(next_stage(st), smem + (stage + 1 - first) % 2 * floats);
-    sm80::commit_copies();
-    sm80::copies_done_but<1>();
+    // This stage's copies have landed (this thread's, then everyone's), and every warp is past the previous
+    // stage's MMAs, whose buffer the next stage's copies fill.
+    sm80::copies_done();
     __syncthreads();
+    if (stage + 1 < last) start_copies(next_stage(st), smem + (stage + 1 - first) % 2 * floats);
     const int steps = (min(d.tile_q, d.Q - st.q0) + 7) / 8, rows = min(d.tile_p, d.P - st.p0);
     // Steps along each row (a stage's rows one after another in shared memory); past a row's last step, the rest of
     // the row's tile (a partial stage column) and, for B, the window rows between two output rows.
@@ -190,6 +205,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         a_row += kGroupFloats * 4, b_row += b_step;
         if (++step == steps) step = 0, a_row += a_skip, b_row += b_skip;
+        issue_copies(kCopiesPerStep);
       }
     };
     if (ntaps == kMaxTaps) {
@@ -197,8 +213,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     } else {
       run(std::false_type{});
     }
-    __syncthreads();  // before the next iteration's copies overwrite this stage
+    issue_copies(kAll);
+    sm80::commit_copies();
   }
+  __syncthreads();  // the last stage's MMAs are done before the epilogue reuses shared memory
 
   // Partial sums (K, C, R, S) of this chunk. Stored straight from the fragments (4 bytes a lane, taps apart) the
   // stores took about a quarter of the kernel's time (64 -> 64 channels 56x56); so the block's tile goes through
