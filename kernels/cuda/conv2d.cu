@@ -8,12 +8,15 @@
 //    GPU, float16, bfloat16, float32; NCHW calls converted like the implicit path's), and stem
 //    (kernels/cuda/conv2d_stem.cu) for channels_last images of 1-7 channels (sm_80+, float16, bfloat16, TF32),
 //    and the float32 weight gradient in TF32 where allowed (kernels/cuda/conv2d_tf32_wgrad.cu: sm_80+, one
-//    group, channels multiples of 4), which CUTLASS's SM90 kernels do not have.
+//    group, channels multiples of 4), which CUTLASS's SM90 kernels do not have, and the float16 and bfloat16
+//    weight gradient of at most 64 channels (kernels/cuda/conv2d_half_wgrad.cu: sm_80+, one group, channels
+//    multiples of 8), where CUTLASS's runs slower.
 //  - explicit GEMM (kernels/common/conv2d_gemm.cpp): im2col/col2im over the CUDA fold kernels + cuBLAS,
 //    for everything else, on the current stream; 1x1 unit-stride unpadded convolutions are plain GEMMs there.
 // CUSTOMOPS_CONV2D_ALGO=explicit forces the last (tests, benchmarks, the textbook algorithm); `implicit`
-// also gives the first the 1x1 convolutions, and the TF32 weight-gradient kernel the shapes it measured slower
-// on. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
+// also gives the first the 1x1 convolutions and the half types' weight gradients of few channels, and the TF32
+// weight-gradient kernel the shapes it measured slower on; `direct` gives the two direct weight-gradient kernels
+// every call they can take. TORCH_CPP_LOG_LEVEL=INFO logs each choice.
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
@@ -30,6 +33,7 @@
 
 #include "kernels/conv2d.h"
 #include "kernels/cuda/conv2d_grouped.h"
+#include "kernels/cuda/conv2d_half_wgrad.h"
 #include "kernels/cuda/conv2d_implicit.h"
 #include "kernels/cuda/conv2d_partials.h"
 #include "kernels/cuda/conv2d_stem.h"
@@ -207,8 +211,19 @@ bool tf32_weight_grad_path(const at::Tensor& input, Pass pass_) {
   return pass_ == Pass::kWeightGrad && input.scalar_type() == at::kFloat;
 }
 
+// Whether a half-type weight gradient goes to the direct kernel (one group, not the stem's few channels, not a
+// 1x1 GEMM) rather than the implicit GEMM.
+bool half_weight_grad_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_) {
+  if (pass_ != Pass::kWeightGrad || groups != 1 || algo_is("explicit") || algo_is("implicit")) return false;
+  const bool direct = algo_is("direct");
+  if (pointwise(g) && !direct) return false;
+  const Refusal r = half_wgrad::supports_weight_grad(input.scalar_type(), g);
+  return r == Refusal::kNone || (r == Refusal::kSlower && direct);
+}
+
 // Whether the fast path takes a call: the direct grouped kernels for groups > 1; for one group the stem kernels
-// where they apply, the TF32 kernel for float32 weight gradients, else the implicit GEMM.
+// where they apply, the TF32 kernel for float32 weight gradients, the half-type one where it is faster, else the
+// implicit GEMM.
 Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int64_t groups, Pass pass_,
                   bool allow_tf32) {
   if (groups > 1) return algo_is("explicit") ? Refusal::kForced : grouped::supports(input.scalar_type(), g, groups);
@@ -217,10 +232,11 @@ Refusal fast_path(const at::Tensor& input, const implicit_gemm::Geometry& g, int
     if (algo_is("explicit")) return Refusal::kForced;
     if (!allow_tf32) return Refusal::kTf32Off;
     // A 1x1 unit-stride unpadded convolution's weight gradient is one GEMM: cuBLAS's (the explicit path's).
-    if (pointwise(g) && !algo_is("implicit")) return Refusal::kPointwise;
+    if (pointwise(g) && !algo_is("implicit") && !algo_is("direct")) return Refusal::kPointwise;
     const Refusal r = tf32::supports_weight_grad(input.scalar_type(), g, channels_last(input));
-    return r == Refusal::kSlower && algo_is("implicit") ? Refusal::kNone : r;
+    return r == Refusal::kSlower && (algo_is("implicit") || algo_is("direct")) ? Refusal::kNone : r;
   }
+  if (half_weight_grad_path(input, g, groups, pass_)) return Refusal::kNone;
   return implicit_gemm::supports(input, g, groups, pass_, channels_last(input), allow_tf32);
 }
 
@@ -233,6 +249,8 @@ void log_choice(Pass pass_, Refusal r, const implicit_gemm::Geometry& g, int64_t
   const char* why = groups > 1                                                  ? grouped::describe(r)
                     : r == Refusal::kNone && stem_path(input, g, groups, pass_) ? "direct stem kernel"
                     : tf32 && r == Refusal::kNone                               ? "direct TF32 kernel"
+                    : r == Refusal::kNone && half_weight_grad_path(input, g, groups, pass_)
+                        ? "direct half-type weight-gradient kernel"
                     : tf32 && r == Refusal::kDevice ? "explicit GEMM: the TF32 kernel needs compute capability 8.0"
                                                     : implicit_gemm::describe(r);
   LOG(INFO) << "customops::conv2d " << name << " " << input.scalar_type() << " N" << g.N << " C" << g.C << " "
@@ -387,6 +405,8 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
         grad_weight = stem::weight_grad(gout, x, weight, g);
       } else if (tf32_weight_grad_path(input, Pass::kWeightGrad)) {
         grad_weight = sum_weight_partials(tf32::weight_grad_partials(gout, x, g), weight);
+      } else if (half_weight_grad_path(input, g, groups, Pass::kWeightGrad)) {
+        grad_weight = sum_weight_partials(half_wgrad::weight_grad_partials(gout, x, g), weight);
       } else {
         r = implicit_weight_grad(gout, x, g, weight, &grad_weight);
       }

@@ -1,13 +1,8 @@
-// conv2d's weight gradient in TF32 (conv2d_tf32_wgrad.h says why a kernel of our own). The GEMM: output channels
-// (M) x filter taps and input channels (N), reduced over the output pixels, every operand tile read from shared
-// memory. A block owns 64 output channels x 64 input channels x up to 9 taps (a tap group) and walks a chunk of
-// stages, a stage being a piece of an output row or several whole rows: it copies the stage's grad_out pixels and
-// the input window their taps read into shared memory (cp.async, the next stage's copies issued a few at a time
-// between this one's MMA steps, zeros outside the image and past the channels). Each of its 8 warps accumulates 8
-// input channels x the block's 64 output channels for every tap of the group: per 8 pixels, 4 A fragments
-// (grad_out) feed each tap's B fragment (the input, shifted by the tap) into 4 m16n8k8 MMAs. An input pixel's 64
-// floats take 72 in shared memory, so that a B fragment's 4 pixels x 8 channels fall in 32 different banks. Blocks
-// write float32 partial sums, which sum_weight_partials (conv2d_partials.cu) adds in a fixed order and rounds once.
+// conv2d's weight gradient in TF32 (conv2d_tf32_wgrad.h says why a kernel of our own; conv2d_direct_wgrad.cuh
+// the scheme it shares with the half types' kernel). Each warp accumulates 8 input channels x the block's 64
+// output channels for every tap of the group: per 8 pixels, 4 A fragments (grad_out) feed each tap's B fragment
+// (the input, shifted by the tap) into 4 m16n8k8 MMAs. An input pixel's 64 floats take 72 in shared memory, so
+// that a B fragment's 4 pixels x 8 channels fall in 32 different banks.
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
@@ -17,6 +12,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/cuda/conv2d_direct_wgrad.cuh"
 #include "kernels/cuda/conv2d_tf32_wgrad.h"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/mma_sm80.cuh"
@@ -24,30 +20,16 @@
 namespace customops::cuda::tf32 {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int kTileK = 64;                 // output channels of a block: 4 m16 fragments
-constexpr int kTileC = 64;                 // input channels of a block: 8 a warp
+using namespace direct_wgrad;
+
 constexpr int kChunks = kTileC / 4;        // 16-byte chunks a pixel (kTileK == kTileC)
-constexpr int kMaxTaps = 9;                // taps a block accumulates (registers: 9 x 4 x 4 floats a thread)
 constexpr int kPixelLanes = kThreads / kChunks;  // window pixels one pass of the block's copies covers
 constexpr int kPairs = kTileK / 2;         // 8-byte channel pairs of a grad_out pixel
 constexpr int kGroupFloats = 8 * kTileK;   // floats of 8 grad_out pixels (an MMA step's A) in shared memory
 constexpr int kPitch = 72;                 // floats an input pixel takes in shared memory
-constexpr int kCopiesPerStep = 2;          // copies of each walk a thread issues after an MMA step
-constexpr int kMaxTileQ = 64;              // output pixels of a stage row
-constexpr int kStagePixels = 128;          // output pixels of a stage (64 measured 12-17% slower: more stages
-                                           // and barriers, more window rows copied per output row)
-constexpr int64_t kSmemCap = 200 << 10;    // both stages; one block an SM
-
-struct Dims {
-  int64_t N, stages, per_chunk;
-  int H, W, C, K, P, Q, R, S, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
-  int tile_q, q_tiles;      // output pixels of a stage row (a multiple of 8), stage columns a row
-  int tile_p, p_tiles;      // output rows of a stage (several where a row is short), stages down the image
-  int win_rows, win_w;      // the input window of a stage: rows, pixels a row
-  int k_tiles, c_tiles;
-  int64_t smem;  // bytes: both stages, or the partial sums' staging where that is more
-};
+// Stages of up to 128 output pixels (64 measured 12-17% slower: more stages and barriers, more window rows copied
+// per output row), pieces of at most 64 pixels of longer rows.
+constexpr Layout kLayout{kTileK * 4, kPitch * 4, 128, 64, 0};
 
 // Where channel pair j of a stage's grad_out pixel `pix` sits (floats). The MMA's row g of m16 block m stands for
 // output channel 8g + 2m and row g + 8 for 8g + 2m + 1, so a lane's A fragment for block m is pair 4g + m of
@@ -61,8 +43,8 @@ __device__ __forceinline__ int dy_pair_at(int pix, int j) {
 // A stage in shared memory: grad_out's tile_p x tile_q pixels (64 floats a pixel, pairs placed by dy_pair_at), then
 // the input window (kPitch floats a pixel). The copies walk rows: thread i copies pair i % 32 of every 8th grad_out
 // pixel from pixel i / 32 (all in the same place of their 8-pixel groups, tile_q being a multiple of 8) and chunk
-// i % 16 of every 16th window pixel from pixel i / 16, so that each copy costs an add or two (a copy's own index
-// arithmetic was a third of the kernel's instructions). The fragments are rounded to TF32 as they load.
+// i % 16 of every 16th window pixel from pixel i / 16 (RegionCopies). The fragments are rounded to TF32 as they
+// load.
 // kUnitStrideW (stride_w == 1) makes the offsets between B words constants the loads carry.
 template <bool kUnitStrideW>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -89,44 +71,29 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   float acc[kMaxTaps][4][4] = {};
 
-  // A stage's image and first output row and column; stages go along rows, then down, then to the next image.
-  struct Stage {
-    int n, p0, q0;
-  };
-  const auto next_stage = [&](Stage st) {
-    st.q0 += d.tile_q;
-    if (st.q0 >= d.Q) {
-      st.q0 = 0;
-      st.p0 += d.tile_p;
-      if (st.p0 >= d.P) st.p0 = 0, ++st.n;
-    }
-    return st;
-  };
   const int dy_lane = threadIdx.x / kPairs, dy_pair = threadIdx.x % kPairs;
   const int dy_pair_slot = dy_pair_at(dy_lane, dy_pair);  // pixel dy_lane + 8i sits i groups further
   const int x_lane = threadIdx.x / kChunks, x_chunk = threadIdx.x % kChunks;
   const bool dy_ok = dy_pair < k_pairs, x_ok = x_chunk < c_chunks;
-  const int x_r0 = x_lane / d.win_w, x_col0 = x_lane % d.win_w;  // this thread's first window pixel
   // The copies of a stage, issued a few at a time from within the previous stage's MMA steps (issued all at once,
   // every warp of the block spent the same stretch on them, the tensor cores idle). Offsets within image n (32-bit:
-  // supports_weight_grad checks), stepped along each walk; a zero-filled copy reads from the image's start.
-  const int dy_end = d.tile_p * d.tile_q, x_end = d.win_rows * d.win_w;
-  const float *dy_n = dy, *x_n = x;
-  float *dy_dst = smem, *x_dst = smem;
-  int dy_e = dy_end, dy_col = 0, dy_r = 0, dy_at = 0, x_e = x_end, x_col = 0, x_r = 0, x_at = 0;
-  int copy_p0 = 0, copy_q0 = 0, ih0 = 0, iw0 = 0;
-  bool dy_row_ok = false, x_row_ok = false;
+  // check_size), stepped along each walk; a zero-filled copy reads from the image's start.
+  const int dy_end = d.tile_p * d.tile_q;
+  const float* dy_n = dy;
+  float* dy_dst = smem;
+  int dy_e = dy_end, dy_col = 0, dy_r = 0, dy_at = 0, copy_p0 = 0, copy_q0 = 0;
+  bool dy_row_ok = false;
+  RegionCopies<float, kPixelLanes> x_copies{x, smem, x_lane, x_lane};  // done until started
+  const auto window = [&] { return Region{d.win_w, d.H, d.W, d.C, kPitch}; };
   const auto start_copies = [&](Stage st, float* buf) {
     copy_p0 = st.p0, copy_q0 = st.q0;
     dy_n = dy + int64_t(st.n) * d.P * d.Q * d.K;
     dy_e = dy_lane, dy_col = dy_lane, dy_r = 0, dy_at = (st.p0 * d.Q + st.q0 + dy_col) * d.K + k0 + 2 * dy_pair;
     dy_row_ok = dy_ok && st.p0 < d.P;
     dy_dst = buf + dy_pair_slot;
-    x_n = x + int64_t(st.n) * d.H * d.W * d.C;
-    ih0 = st.p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, iw0 = st.q0 * d.stride_w - d.pad_w;
-    x_e = x_lane, x_r = x_r0, x_col = x_col0, x_at = ((ih0 + x_r) * d.W + iw0 + x_col) * d.C + c0 + 4 * x_chunk;
-    x_row_ok = x_ok && unsigned(ih0 + x_r) < unsigned(d.H);
-    x_dst = buf + dy_floats + x_lane * kPitch + 4 * x_chunk;
+    x_copies.start(x + int64_t(st.n) * d.H * d.W * d.C + c0, buf + dy_floats, d.win_rows,
+                   st.p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, st.q0 * d.stride_w - d.pad_w, x_lane, x_chunk, x_ok,
+                   window());
   };
   const auto issue_copies = [&](int most) {
     for (int i = 0; i < most && dy_e < dy_end; ++i) {
@@ -138,16 +105,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         dy_row_ok = dy_ok && copy_p0 + ++dy_r < d.P;
       }
     }
-    for (int i = 0; i < most && x_e < x_end; ++i) {
-      const bool ok = x_row_ok && unsigned(iw0 + x_col) < unsigned(d.W);
-      sm80::copy16(x_dst, x_n + uint32_t(ok ? x_at : 0), ok);
-      x_e += kPixelLanes, x_dst += kPixelLanes * kPitch, x_at += kPixelLanes * d.C, x_col += kPixelLanes;
-      if (x_col >= d.win_w) {
-        do x_col -= d.win_w, x_at += (d.W - d.win_w) * d.C, ++x_r;
-        while (x_col >= d.win_w);
-        x_row_ok = x_ok && unsigned(ih0 + x_r) < unsigned(d.H);
-      }
-    }
+    x_copies.issue(most, window());
   };
   constexpr int kAll = std::numeric_limits<int>::max();
 
@@ -159,17 +117,16 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Bytes from a B fragment's first word to its second (output pixel t + 4), and from a step to the next.
   const int b_next = 4 * stride_w * kPitch * 4, b_step = 8 * stride_w * kPitch * 4;
   const int floats = dy_floats + d.win_rows * d.win_w * kPitch;
-  Stage st{int(first / d.q_tiles / d.p_tiles), int(first / d.q_tiles % d.p_tiles) * d.tile_p,
-           int(first % d.q_tiles) * d.tile_q};
+  Stage st = first_stage(d, first);
   if (first < last) start_copies(st, smem), issue_copies(kAll);
   sm80::commit_copies();
-  for (int64_t stage = first; stage < last; ++stage, st = next_stage(st)) {
+  for (int64_t stage = first; stage < last; ++stage, st = next_stage(d, st)) {
     float* buf = smem + (stage - first) % 2 * floats;
     // This stage's copies have landed (this thread's, then everyone's), and every warp is past the previous
     // stage's MMAs, whose buffer the next stage's copies fill.
     sm80::copies_done();
     __syncthreads();
-    if (stage + 1 < last) start_copies(next_stage(st), smem + (stage + 1 - first) % 2 * floats);
+    if (stage + 1 < last) start_copies(next_stage(d, st), smem + (stage + 1 - first) % 2 * floats);
     const int steps = (min(d.tile_q, d.Q - st.q0) + 7) / 8, rows = min(d.tile_p, d.P - st.p0);
     // Steps along each row (a stage's rows one after another in shared memory); past a row's last step, the rest of
     // the row's tile (a partial stage column) and, for B, the window rows between two output rows.
@@ -217,99 +174,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm80::commit_copies();
   }
   __syncthreads();  // the last stage's MMAs are done before the epilogue reuses shared memory
-
-  // Partial sums (K, C, R, S) of this chunk. Stored straight from the fragments (4 bytes a lane, taps apart) the
-  // stores took about a quarter of the kernel's time (64 -> 64 channels 56x56); so the block's tile goes through
-  // shared memory as [output channel][input channel][tap] rows, one more float a row against bank conflicts, and
-  // out in runs of whole rows: with one tap group a row of the tile is one run of the partial sums.
-  const int pitch = kTileC * ntaps + 1;
-#pragma unroll
-  for (int i = 0; i < kMaxTaps; ++i) {
-    if (i < ntaps) {
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          // Accumulator 2h + e: output channel 8g + 2m + h (dy_pair_at's rows), input channel warp * 8 + 2t + e.
-          float* at = smem + (8 * g + 2 * m + h) * pitch + (warp * 8 + 2 * t) * ntaps + i;
-          at[0] = acc[i][m][2 * h];
-          at[ntaps] = acc[i][m][2 * h + 1];
-        }
-      }
-    }
-  }
-  __syncthreads();
-  float* out = partial + int64_t(blockIdx.x) * d.K * d.C * taps;
-  const int rows = min(kTileK, d.K - k0), row_len = min(kTileC, d.C - c0) * ntaps;
-  for (int k = warp; k < rows; k += kThreads / 32) {
-    float* o = out + (int64_t(k0 + k) * d.C + c0) * taps + t0;
-    const float* from = smem + k * pitch;
-    if (ntaps == taps) {
-      for (int e = lane; e < row_len; e += 32) o[e] = from[e];
-    } else {
-      for (int e = lane; e < row_len; e += 32) o[e / ntaps * taps + e % ntaps] = from[e];
-    }
-  }
-}
-
-// Shared memory the epilogue stages a block's partial sums in (bytes).
-int64_t epilogue_smem(const Dims& d) {
-  return int64_t(kTileK) * (kTileC * std::min(kMaxTaps, d.R * d.S) + 1) * int64_t(sizeof(float));
-}
-
-// Stage sizes for g, or tile_q = 0 when even 8 pixels' window overflows shared memory. A stage holds a piece of
-// at most kMaxTileQ pixels of a long row, or up to kStagePixels of whole rows (56 x 56 images: 2 rows of 56; 14 x
-// 14: 8 rows of 16).
-Dims plan(const Geometry& g) {
-  Dims d{};
-  d.N = g.N;
-  d.H = int(g.H), d.W = int(g.W), d.C = int(g.C), d.K = int(g.K), d.P = int(g.P), d.Q = int(g.Q);
-  d.R = int(g.R), d.S = int(g.S), d.pad_h = int(g.pad_h), d.pad_w = int(g.pad_w);
-  d.stride_h = int(g.stride_h), d.stride_w = int(g.stride_w), d.dil_h = int(g.dil_h), d.dil_w = int(g.dil_w);
-  d.k_tiles = (d.K + kTileK - 1) / kTileK;
-  d.c_tiles = (d.C + kTileC - 1) / kTileC;
-  // The most filter rows one tap group spans.
-  const int taps = d.R * d.S;
-  int group_rows = 0;
-  for (int t0 = 0; t0 < taps; t0 += kMaxTaps) {
-    group_rows = std::max(group_rows, (std::min(t0 + kMaxTaps, taps) - 1) / d.S - t0 / d.S + 1);
-  }
-  const int row = (d.Q + 7) / 8 * 8;
-  for (d.tile_q = std::min(kMaxTileQ, row); d.tile_q > 0; d.tile_q -= 8) {
-    d.tile_p = d.tile_q == row ? std::clamp(kStagePixels / row, 1, d.P) : 1;
-    for (; d.tile_p > 0; --d.tile_p) {
-      d.win_rows = (d.tile_p - 1) * d.stride_h + (group_rows - 1) * d.dil_h + 1;
-      d.win_w = (d.tile_q - 1) * d.stride_w + (d.S - 1) * d.dil_w + 1;
-      d.smem = 2 * (int64_t(d.tile_p) * d.tile_q * kTileK + int64_t(d.win_rows) * d.win_w * kPitch) *
-               int64_t(sizeof(float));
-      if (d.smem <= kSmemCap) break;
-    }
-    if (d.tile_p > 0) break;
-  }
-  if (d.tile_q > 0) {
-    d.smem = std::max(d.smem, epilogue_smem(d));
-    d.q_tiles = (d.Q + d.tile_q - 1) / d.tile_q;
-    d.p_tiles = (d.P + d.tile_p - 1) / d.tile_p;
-    d.stages = d.N * d.p_tiles * d.q_tiles;
-  }
-  return d;
-}
-
-// Batch chunks: the fewest that minimise a time model, waves x stages a block + the partial sums' traffic (64 x 64
-// channels and 9 taps of a stage's pixels at about 2 TFLOPS an SM; partials at about 3 TB/s).
-int64_t chunks_for(const Dims& d, int64_t tiles, int64_t resident) {
-  const double stage_ns =
-      double(d.tile_p) * d.tile_q * kTileK * kTileC * std::min(kMaxTaps, d.R * d.S) * 2 / 2000.0;
-  const double partial_ns = double(d.K) * d.C * d.R * d.S * sizeof(float) * 2 / 3000.0;
-  int64_t best = 1;
-  double best_ns = std::numeric_limits<double>::infinity();
-  const int64_t most = std::min<int64_t>(d.stages, std::max<int64_t>(1, 4 * resident / tiles));
-  for (int64_t chunks = 1; chunks <= most; ++chunks) {
-    const int64_t waves = (tiles * chunks + resident - 1) / resident;
-    const double ns = double(waves) * double((d.stages + chunks - 1) / chunks) * stage_ns + double(chunks) * partial_ns;
-    if (ns < best_ns) best = chunks, best_ns = ns;
-  }
-  return best;
+  // Accumulator 2h + e of block m: output channel 8g + 2m + h (dy_pair_at's rows).
+  store_partials(acc, smem, partial, d, k0, c0, t0, ntaps, [g](int m, int h) { return 8 * g + 2 * m + h; });
 }
 
 } // namespace
@@ -318,12 +184,7 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool chann
   if (dtype != at::kFloat) return Refusal::kDtype;
   if (at::cuda::getCurrentDeviceProperties()->major < 8) return Refusal::kDevice;
   if (g.C % 4 != 0 || g.K % 4 != 0) return Refusal::kAlignment;
-  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  const int64_t tiles = ((g.K + kTileK - 1) / kTileK) * ((g.C + kTileC - 1) / kTileC) *
-                        ((g.R * g.S + kMaxTaps - 1) / kMaxTaps);  // the grid's second dimension
-  const bool fits = g.N > 0 && g.P > 0 && g.Q > 0 && g.H * g.W * g.C <= kMax && g.P * g.Q * g.K <= kMax &&
-                    g.K * g.C * g.R * g.S <= kMax && g.R * g.S <= kMax / 16 && tiles <= 65535;
-  if (!fits || plan(g).tile_q == 0) return Refusal::kSize;
+  if (check_size(g, kLayout) != Refusal::kNone) return Refusal::kSize;
   // Where both channel counts are large the explicit path's im2col costs less next to its GEMM (cuBLAS near the
   // tensor cores' rate), and this kernel runs at 100-150 TFLOPS (mma.sync TF32 alone: 323 measured). H100, queued,
   // 2026-11-26, this kernel against the explicit path (CUSTOMOPS_CONV2D_ALGO=implicit and =explicit), batch 64
@@ -333,8 +194,8 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool chann
   // against 0.904; NCHW, where this kernel's operands go through transposes and the explicit path reads NCHW as it
   // is: 64 56x56 0.205 against 0.417, 128 28x28 0.175 against 0.267, 256 14x14 0.159 against 0.233, 256 56x56
   // batch 32 0.966 against 1.010, 512 14x14 0.527 against 0.808, but stride 2 128 112x112 -> 56x56 batch 32 0.632
-  // against 0.558 (the input's transpose is 4 times the output's). So the explicit path keeps more than 196 output pixels an image
-  // with more than 256 channels on both sides, or with more than 64 and a stride for NCHW inputs.
+  // against 0.558 (the input's transpose is 4 times the output's). So the explicit path keeps more than 196 output
+  // pixels an image with more than 256 channels on both sides, or with more than 64 and a stride for NCHW inputs.
   const int64_t fewest = std::min(g.C, g.K), pixels = g.P * g.Q;
   const bool strided = g.stride_h > 1 || g.stride_w > 1;
   if (pixels > 196 && (fewest > 256 || (!channels_last && strided && fewest > 64))) return Refusal::kSlower;
@@ -342,13 +203,12 @@ Refusal supports_weight_grad(at::ScalarType dtype, const Geometry& g, bool chann
 }
 
 at::Tensor weight_grad_partials(const at::Tensor& grad_out, const at::Tensor& x, const Geometry& g) {
-  Dims d = plan(g);
+  Dims d = plan(g, kLayout);
   const auto kernel = g.stride_w == 1 ? tf32_weight_grad<true> : tf32_weight_grad<false>;
   launch::opt_in_shared_memory(kernel);
-  const int64_t tiles = int64_t(d.k_tiles) * d.c_tiles * ((d.R * d.S + kMaxTaps - 1) / kMaxTaps);
-  const int64_t chunks = chunks_for(d, tiles, launch::resident_blocks(kernel, kThreads, d.smem));
-  d.per_chunk = (d.stages + chunks - 1) / chunks;
-  const int64_t used = (d.stages + d.per_chunk - 1) / d.per_chunk;  // every chunk non-empty
+  const int64_t tiles = tiles_of(g);
+  // About 2 TFLOPS an SM for a stage.
+  const int64_t used = split_into_chunks(d, tiles, launch::resident_blocks(kernel, kThreads, d.smem), 2000.0);
   auto partial = at::empty({used, g.K, g.C, g.R, g.S}, x.options());
   kernel<<<dim3(unsigned(used), unsigned(tiles)), kThreads, d.smem, at::cuda::getCurrentCUDAStream()>>>(
       x.const_data_ptr<float>(), grad_out.const_data_ptr<float>(), partial.mutable_data_ptr<float>(), d);

@@ -111,8 +111,9 @@ def main(argv=None) -> None:
                 f"Command: `python -m customops.benchmark.conv2d`, {torch.cuda.get_device_name()}, torch "
                 f"{torch.__version__}, cudnn.benchmark on; median of {args.repeats} calls each timed alone "
                 "(CUDA events around one call, so host launch time counts). \"default\" is conv2d as it runs "
-                "(implicit GEMM, or the direct kernels for groups > 1, few-channel stems and float32 weight "
-                "gradients in TF32, where they apply), \"explicit\" is CUSTOMOPS_CONV2D_ALGO=explicit (im2col + "
+                "(implicit GEMM, or the direct kernels for groups > 1, few-channel stems, float32 weight "
+                "gradients in TF32 and half-type weight gradients of at most 64 channels, where they apply), "
+                "\"explicit\" is CUSTOMOPS_CONV2D_ALGO=explicit (im2col + "
                 f"cuBLAS). \"queued\" is the ratio of GPU time per call with {args.repeats} calls queued back "
                 "to back behind a sleep kernel, as in a training step (launch time hidden). Ratios below 1 are "
                 "faster than cuDNN.",

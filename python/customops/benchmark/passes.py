@@ -6,7 +6,7 @@ channels, batch 64), the conv2d benchmark's ResNeXt case (groups of 8, 256 chann
 stem (3 -> 64 channels, 7x7, stride 2, 224x224, batch 32) and a 4x4 patchify stem (3 -> 64, stride 4),
 channels_last, float16, bfloat16, float32 and float32 as TF32 (both sides' TF32 flags off, then on): the forward,
 the input gradient and the weight gradient of customops.conv2d as it runs (the implicit GEMM, or the direct
-grouped, stem or TF32 weight-gradient kernels where they apply), with CUSTOMOPS_CONV2D_ALGO=explicit (im2col +
+grouped, stem or weight-gradient kernels where they apply), with CUSTOMOPS_CONV2D_ALGO=explicit (im2col +
 cuBLAS), and cuDNN's (F.conv2d / aten.convolution_backward), each as GPU time per call with the calls queued back
 to back. `--only WORD` keeps the cases whose name holds WORD, `--dtypes` the dtypes named."""
 
