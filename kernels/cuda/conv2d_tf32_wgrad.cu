@@ -144,8 +144,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int m = 0; m < 4; ++m) {
           sm80::load_shared(a[m], a_row + a_at[m]);
-#pragma unroll
-          for (int e = 0; e < 4; ++e) a[m][e] = sm80::tf32_operand(a[m][e]);
+          sm80::round_tf32(a[m]);
         }
 #pragma unroll
         for (int i = 0; i < kMaxTaps; ++i) {

@@ -146,10 +146,11 @@ __device__ __forceinline__ uint32_t tf32_operand(uint32_t bits) {
   return bits + 0x1000u;
 }
 
-// A fragment's registers, loaded as they are from memory the kernel did not round (cp.async copies), to TF32.
+// An A fragment's registers, loaded as they are from memory the kernel did not round (cp.async copies), rounded
+// for the TF32 MMAs they feed (tf32_operand: the same operands as to_tf32's).
 __device__ __forceinline__ void round_tf32(uint32_t (&a)[4]) {
 #pragma unroll
-  for (int i = 0; i < 4; ++i) a[i] = to_tf32(__uint_as_float(a[i]));
+  for (int i = 0; i < 4; ++i) a[i] = tf32_operand(a[i]);
 }
 
 // d += a (16x8 TF32, row-major fragments) * b (8x8, column-major), float32 accumulators. Not volatile: the
