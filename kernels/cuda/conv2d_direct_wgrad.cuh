@@ -6,8 +6,7 @@
 // next stage's copies issued a few at a time between this one's MMA steps, zeros outside the image and past the
 // channels), and its 8 warps, 8 input channels each, feed every tap of the group from that one window. Blocks
 // write float32 partial sums (chunks, K, C, R, S), which sum_weight_partials (conv2d_partials.cu) adds in a fixed
-// order and rounds once. Here: the stage plan, the chunk count, the walk over stages, the copies of a row-major
-// region and the epilogue.
+// order and rounds once. Here: the stage plan, the chunk count, the walk from stage to stage and the epilogue.
 #pragma once
 
 #include <algorithm>
@@ -146,50 +145,6 @@ __device__ __forceinline__ Stage next_stage(const Dims& d, Stage st) {
   }
   return st;
 }
-
-// A row-major region of an image to copy into shared memory: `width` pixels a row, the image h x w pixels of
-// `pixel` elements, `pitch` elements a pixel in shared memory. Built at each use from the kernel's parameters, so
-// that its sizes stay in the constant bank rather than in registers.
-struct Region {
-  int width, h, w, pixel, pitch;
-};
-
-// One thread's share of copying a region (rows x r.width pixels from row `row0` and column `col0` of the image)
-// into shared memory, 16 bytes a copy: chunk `chunk` of every kLanes-th pixel from pixel `lane`; zeros outside the
-// image (rows or columns out of range, negative ones included) and where !chunk_ok. Offsets within the image
-// (32-bit: check_size) are stepped along the walk (a copy's own index arithmetic was a third of the TF32 kernel's
-// instructions); a zero-filled copy reads the image's start.
-template <typename E, int kLanes>
-struct RegionCopies {
-  const E* image;  // the image's first pixel, at the tile's first channel
-  E* dst;
-  int e, end, col, r, at, row0, col0;
-  bool row_ok, chunk_ok;
-
-  __device__ __forceinline__ void start(const E* image_, E* dst_, int rows, int row0_, int col0_, int lane, int chunk,
-                                        bool chunk_ok_, Region g) {
-    constexpr int kChunk = 16 / int(sizeof(E));
-    image = image_, row0 = row0_, col0 = col0_, chunk_ok = chunk_ok_;
-    e = lane, end = rows * g.width, r = lane / g.width, col = lane % g.width;
-    at = ((row0 + r) * g.w + col0 + col) * g.pixel + chunk * kChunk;
-    row_ok = chunk_ok && unsigned(row0 + r) < unsigned(g.h);
-    dst = dst_ + lane * g.pitch + chunk * kChunk;
-  }
-
-  // Issues up to `most` more copies; none once the region is done.
-  __device__ __forceinline__ void issue(int most, Region g) {
-    for (int i = 0; i < most && e < end; ++i) {
-      const bool ok = row_ok && unsigned(col0 + col) < unsigned(g.w);
-      sm80::copy16(dst, image + uint32_t(ok ? at : 0), ok);
-      e += kLanes, dst += kLanes * g.pitch, at += kLanes * g.pixel, col += kLanes;
-      if (col >= g.width) {
-        do col -= g.width, at += (g.w - g.width) * g.pixel, ++r;
-        while (col >= g.width);
-        row_ok = chunk_ok && unsigned(row0 + r) < unsigned(g.h);
-      }
-    }
-  }
-};
 
 // The block's partial sums of one chunk (K, C, R, S) from each thread's accumulators acc[tap][m][4] (m16n8
 // fragments: accumulator 2h + e of block m is output channel `out_channel(m, h)` of the tile and input channel

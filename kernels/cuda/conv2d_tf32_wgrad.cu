@@ -43,8 +43,11 @@ __device__ __forceinline__ int dy_pair_at(int pix, int j) {
 // A stage in shared memory: grad_out's tile_p x tile_q pixels (64 floats a pixel, pairs placed by dy_pair_at), then
 // the input window (kPitch floats a pixel). The copies walk rows: thread i copies pair i % 32 of every 8th grad_out
 // pixel from pixel i / 32 (all in the same place of their 8-pixel groups, tile_q being a multiple of 8) and chunk
-// i % 16 of every 16th window pixel from pixel i / 16 (RegionCopies). The fragments are rounded to TF32 as they
-// load.
+// i % 16 of every 16th window pixel from pixel i / 16, so that each copy costs an add or two (a copy's own index
+// arithmetic was a third of the kernel's instructions). The window's walk is written out here rather than
+// conv2d_half_wgrad.cu's RegionCopies: through that struct this kernel took 2-3% longer (H100, queued, 256 -> 256
+// 56x56 batch 32 0.793 against 0.776 ms; 243-244 registers against 245-246, scheduled differently). The fragments are
+// rounded to TF32 as they load.
 // kUnitStrideW (stride_w == 1) makes the offsets between B words constants the loads carry.
 template <bool kUnitStrideW>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -75,25 +78,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int dy_pair_slot = dy_pair_at(dy_lane, dy_pair);  // pixel dy_lane + 8i sits i groups further
   const int x_lane = threadIdx.x / kChunks, x_chunk = threadIdx.x % kChunks;
   const bool dy_ok = dy_pair < k_pairs, x_ok = x_chunk < c_chunks;
+  const int x_r0 = x_lane / d.win_w, x_col0 = x_lane % d.win_w;  // this thread's first window pixel
   // The copies of a stage, issued a few at a time from within the previous stage's MMA steps (issued all at once,
   // every warp of the block spent the same stretch on them, the tensor cores idle). Offsets within image n (32-bit:
   // check_size), stepped along each walk; a zero-filled copy reads from the image's start.
-  const int dy_end = d.tile_p * d.tile_q;
-  const float* dy_n = dy;
-  float* dy_dst = smem;
-  int dy_e = dy_end, dy_col = 0, dy_r = 0, dy_at = 0, copy_p0 = 0, copy_q0 = 0;
-  bool dy_row_ok = false;
-  RegionCopies<float, kPixelLanes> x_copies{x, smem, x_lane, x_lane};  // done until started
-  const auto window = [&] { return Region{d.win_w, d.H, d.W, d.C, kPitch}; };
+  const int dy_end = d.tile_p * d.tile_q, x_end = d.win_rows * d.win_w;
+  const float *dy_n = dy, *x_n = x;
+  float *dy_dst = smem, *x_dst = smem;
+  int dy_e = dy_end, dy_col = 0, dy_r = 0, dy_at = 0, x_e = x_end, x_col = 0, x_r = 0, x_at = 0;
+  int copy_p0 = 0, copy_q0 = 0, ih0 = 0, iw0 = 0;
+  bool dy_row_ok = false, x_row_ok = false;
   const auto start_copies = [&](Stage st, float* buf) {
     copy_p0 = st.p0, copy_q0 = st.q0;
     dy_n = dy + int64_t(st.n) * d.P * d.Q * d.K;
     dy_e = dy_lane, dy_col = dy_lane, dy_r = 0, dy_at = (st.p0 * d.Q + st.q0 + dy_col) * d.K + k0 + 2 * dy_pair;
     dy_row_ok = dy_ok && st.p0 < d.P;
     dy_dst = buf + dy_pair_slot;
-    x_copies.start(x + int64_t(st.n) * d.H * d.W * d.C + c0, buf + dy_floats, d.win_rows,
-                   st.p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, st.q0 * d.stride_w - d.pad_w, x_lane, x_chunk, x_ok,
-                   window());
+    x_n = x + int64_t(st.n) * d.H * d.W * d.C;
+    ih0 = st.p0 * d.stride_h - d.pad_h + r_lo * d.dil_h, iw0 = st.q0 * d.stride_w - d.pad_w;
+    x_e = x_lane, x_r = x_r0, x_col = x_col0, x_at = ((ih0 + x_r) * d.W + iw0 + x_col) * d.C + c0 + 4 * x_chunk;
+    x_row_ok = x_ok && unsigned(ih0 + x_r) < unsigned(d.H);
+    x_dst = buf + dy_floats + x_lane * kPitch + 4 * x_chunk;
   };
   const auto issue_copies = [&](int most) {
     for (int i = 0; i < most && dy_e < dy_end; ++i) {
@@ -105,7 +110,16 @@ __global__ void __launch_bounds__(kThreads, 1)
         dy_row_ok = dy_ok && copy_p0 + ++dy_r < d.P;
       }
     }
-    x_copies.issue(most, window());
+    for (int i = 0; i < most && x_e < x_end; ++i) {
+      const bool ok = x_row_ok && unsigned(iw0 + x_col) < unsigned(d.W);
+      sm80::copy16(x_dst, x_n + uint32_t(ok ? x_at : 0), ok);
+      x_e += kPixelLanes, x_dst += kPixelLanes * kPitch, x_at += kPixelLanes * d.C, x_col += kPixelLanes;
+      if (x_col >= d.win_w) {
+        do x_col -= d.win_w, x_at += (d.W - d.win_w) * d.C, ++x_r;
+        while (x_col >= d.win_w);
+        x_row_ok = x_ok && unsigned(ih0 + x_r) < unsigned(d.H);
+      }
+    }
   };
   constexpr int kAll = std::numeric_limits<int>::max();
 
