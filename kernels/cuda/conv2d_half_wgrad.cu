@@ -30,9 +30,9 @@ constexpr int kPixelLanes = kThreads / kChunks;     // pixels one pass of the bl
 constexpr int kPitch = 72;                          // elements a pixel takes in shared memory
 constexpr int kPixelBytes = kPitch * 2;
 constexpr int kGroupBytes = 8 * kPixelBytes;        // an 8-pixel group
-// Stages of up to 256 output pixels (128 measured 2-12% slower), pieces of up to 128 pixels of longer rows (a
-// 112-pixel row whole: 64-pixel pieces copied 3 window rows for each output row and ran 17% behind CUTLASS), and
-// after both stages one group of zeros, the A operand of a stage's last step where its groups are odd.
+// Stages of up to 256 output pixels (128 measured 2-13% slower, on an H200), pieces of up to 128 pixels of longer
+// rows (a 112-pixel row whole: 64-pixel pieces copied 3 window rows for each output row and ran 17% behind
+// CUTLASS), and after both stages one group of zeros, the A operand of a stage's last step where its groups are odd.
 constexpr Layout kLayout{kPixelBytes, kPixelBytes, 256, 128, kGroupBytes};
 
 // A row-major region of an image to copy into shared memory: `width` pixels a row, the image h x w pixels of
