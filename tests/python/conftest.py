@@ -20,6 +20,45 @@ def cuda_kernel_names(fn) -> list[str]:
     return [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
 
 
+def _pair(v):
+    return list(v) if isinstance(v, tuple) else [v, v]
+
+
+def weight_grad(g, x, w, stride, padding, dilation, groups=1):
+    """customops.conv2d's weight gradient alone (conv2d_backward asked for it only); stride, padding and dilation
+    ints or pairs."""
+    return torch.ops.customops.conv2d_backward(g, x, w, _pair(stride), _pair(padding), _pair(dilation), groups,
+                                               [False, True, False])[1]
+
+
+def check_weight_grad(case, dtype, layout, kernel, atol):
+    """The CUDA weight gradient of a (N, C, H, W, K, (kh, kw), stride, padding, dilation, name) case, random inputs
+    in `dtype` and `layout`, against float64 aten.convolution_backward: `kernel` among the kernels it ran, the
+    weight's dtype, shape and memory format, values within atol of the largest."""
+    n, c, h, w_, k, ks, stride, padding, dilation, _ = case
+    x = torch.randn(n, c, h, w_, device="cuda", dtype=dtype).to(memory_format=layout)
+    w = torch.randn(k, c, *ks, device="cuda", dtype=dtype).to(memory_format=layout)
+    out = torch.nn.functional.conv2d(x.float(), w.float(), None, stride, padding, dilation)
+    g = torch.randn(out.shape, device="cuda", dtype=dtype).to(memory_format=layout)
+    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, _pair(stride), _pair(padding),
+                                               _pair(dilation), False, [0, 0], 1, [False, True, False])[1]
+    got = weight_grad(g, x, w, stride, padding, dilation)
+    assert any(kernel in name for name in cuda_kernel_names(lambda: weight_grad(g, x, w, stride, padding, dilation)))
+    assert got.dtype == dtype and got.shape == want.shape
+    assert got.is_contiguous(memory_format=layout)
+    scale = want.abs().max()
+    torch.testing.assert_close(got.double() / scale, want / scale, rtol=0, atol=atol)
+
+
+def weight_grad_kernel_names(dtype, c=16, k=16, hw=10, ks=3, groups=1, layout=torch.channels_last, stride=1):
+    """The CUDA kernels of a weight gradient: batch 2 of hw x hw images, a ks x ks filter padded by ks // 2."""
+    x = torch.randn(2, c, hw, hw, device="cuda", dtype=dtype).to(memory_format=layout)
+    w = torch.randn(k, c // groups, ks, ks, device="cuda", dtype=dtype)
+    out = (hw + 2 * (ks // 2) - ks) // stride + 1
+    g = torch.randn(2, k, out, out, device="cuda", dtype=dtype).to(memory_format=layout)
+    return cuda_kernel_names(lambda: weight_grad(g, x, w, stride, ks // 2, 1, groups))
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

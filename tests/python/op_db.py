@@ -371,7 +371,9 @@ _CHANNELS_LAST_CONVS = [
     ((2, 8, 9, 7), (8, 2, 3, 3), True, 2, 1, 1, 4, "channels_last_groups"),
     ((2, 8, 6, 5), (12, 8, 1, 1), False, 1, 0, 1, 1, "channels_last_permuted_pointwise"),
     # Channel counts the implicit-GEMM kernels take (multiples of 8): on sm_90 every generic test in float16 and
-    # bfloat16 (and autocast) runs them; unit stride (all three kernels) and strided (forward, weight gradient).
+    # bfloat16 (and autocast) runs them; unit stride (forward and input gradient; the 3x3 weight gradients of
+    # these few channels run the direct half-type kernel, on sm_80 and later) and strided (forward, and the weight
+    # gradient of the 3x5 filter: more than 9 taps stay on CUTLASS's).
     ((2, 8, 9, 7), (16, 8, 3, 3), True, 1, 1, 1, 1, "channels_last_aligned_3x3"),
     ((1, 16, 11, 10), (8, 16, 3, 5), False, (2, 1), (1, 2), (1, 2), 1, "channels_last_aligned_strided_dilated"),
     # A model moved to channels_last has channels_last weights too (its weight gradient comes in that format); a

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import cuda_kernel_names, requires_cuda
+from conftest import check_weight_grad, requires_cuda, weight_grad_kernel_names
 
 pytestmark = [
     requires_cuda,
@@ -44,33 +44,12 @@ CASES = [
 TOL = {torch.float16: 1e-3, torch.bfloat16: 8e-3}
 
 
-def _pair(v):
-    return list(v) if isinstance(v, tuple) else [v, v]
-
-
-def _weight_grad(g, x, w, stride, padding, dilation, groups=1):
-    return torch.ops.customops.conv2d_backward(g, x, w, _pair(stride), _pair(padding), _pair(dilation), groups,
-                                               [False, True, False])[1]
-
-
 @pytest.mark.parametrize("layout", [torch.channels_last, torch.contiguous_format], ids=["channels_last", "nchw"])
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
 def test_against_float64(case, dtype, layout, monkeypatch):
     monkeypatch.setenv("CUSTOMOPS_CONV2D_ALGO", "direct")
-    n, c, h, w_, k, ks, stride, padding, dilation, _ = case
-    x = torch.randn(n, c, h, w_, device="cuda", dtype=dtype).to(memory_format=layout)
-    w = torch.randn(k, c, *ks, device="cuda", dtype=dtype).to(memory_format=layout)
-    out = torch.nn.functional.conv2d(x.float(), w.float(), None, stride, padding, dilation)
-    g = torch.randn(out.shape, device="cuda", dtype=dtype).to(memory_format=layout)
-    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, _pair(stride), _pair(padding),
-                                               _pair(dilation), False, [0, 0], 1, [False, True, False])[1]
-    got = _weight_grad(g, x, w, stride, padding, dilation)
-    assert any(_KERNEL in name for name in cuda_kernel_names(lambda: _weight_grad(g, x, w, stride, padding, dilation)))
-    assert got.dtype == dtype and got.shape == want.shape
-    assert got.is_contiguous(memory_format=layout)
-    scale = want.abs().max()
-    torch.testing.assert_close(got.double() / scale, want / scale, rtol=0, atol=TOL[dtype])
+    check_weight_grad(case, dtype, layout, _KERNEL, atol=TOL[dtype])
 
 
 def test_runs_where_it_applies(monkeypatch):
@@ -78,13 +57,8 @@ def test_runs_where_it_applies(monkeypatch):
     both sides, multiples of 8, and at most 9 taps, NCHW or channels_last; not beyond (CUTLASS's measured faster)
     unless CUSTOMOPS_CONV2D_ALGO=direct, not 1x1 unit-stride convolutions (one GEMM), not the stem's few channels, not
     under CUSTOMOPS_CONV2D_ALGO=implicit or =explicit."""
-    def ran(c=16, k=16, hw=10, ks=3, groups=1, layout=torch.channels_last, dtype=torch.float16, stride=1):
-        x = torch.randn(2, c, hw, hw, device="cuda", dtype=dtype).to(memory_format=layout)
-        w = torch.randn(k, c // groups, ks, ks, device="cuda", dtype=dtype)
-        out = (hw + 2 * (ks // 2) - ks) // stride + 1
-        g = torch.randn(2, k, out, out, device="cuda", dtype=dtype).to(memory_format=layout)
-        names = cuda_kernel_names(lambda: _weight_grad(g, x, w, stride, ks // 2, 1, groups))
-        return any(_KERNEL in n for n in names)
+    def ran(dtype=torch.float16, **shape):
+        return any(_KERNEL in n for n in weight_grad_kernel_names(dtype, **shape))
 
     assert ran()
     assert ran(dtype=torch.bfloat16)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import cuda_kernel_names, requires_cuda
+from conftest import check_weight_grad, requires_cuda, weight_grad_kernel_names
 
 pytestmark = [
     requires_cuda,
@@ -37,32 +37,11 @@ CASES = [
 ]
 
 
-def _pair(v):
-    return list(v) if isinstance(v, tuple) else [v, v]
-
-
-def _weight_grad(g, x, w, stride, padding, dilation):
-    return torch.ops.customops.conv2d_backward(g, x, w, _pair(stride), _pair(padding), _pair(dilation), 1,
-                                               [False, True, False])[1]
-
-
 @pytest.mark.parametrize("layout", [torch.channels_last, torch.contiguous_format], ids=["channels_last", "nchw"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[-1])
 def test_against_float64(case, layout, tf32):
-    n, c, h, w_, k, ks, stride, padding, dilation, _ = case
-    x = torch.randn(n, c, h, w_, device="cuda").to(memory_format=layout)
-    w = torch.randn(k, c, *ks, device="cuda").to(memory_format=layout)
-    out = torch.nn.functional.conv2d(x, w, None, stride, padding, dilation)
-    g = torch.randn_like(out).to(memory_format=layout)
-    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, _pair(stride), _pair(padding),
-                                               _pair(dilation), False, [0, 0], 1, [False, True, False])[1]
-    got = _weight_grad(g, x, w, stride, padding, dilation)
-    assert any(_KERNEL in name for name in cuda_kernel_names(lambda: _weight_grad(g, x, w, stride, padding, dilation)))
-    assert got.dtype == torch.float32 and got.shape == want.shape
-    assert got.is_contiguous(memory_format=layout)
     # TF32 operands keep 10 mantissa bits: about 3e-4 of the largest value was measured, float32 products 1e-7.
-    scale = want.abs().max()
-    torch.testing.assert_close(got.double() / scale, want / scale, rtol=0, atol=3e-3)
+    check_weight_grad(case, torch.float32, layout, _KERNEL, atol=3e-3)
 
 
 def test_runs_where_it_applies(monkeypatch):
@@ -71,16 +50,11 @@ def test_runs_where_it_applies(monkeypatch):
     CUSTOMOPS_CONV2D_ALGO=implicit), for groups, or where the explicit path measured faster (images of more than
     196 output pixels with more than 256 channels on both sides, or more than 64 and a stride for NCHW inputs;
     CUSTOMOPS_CONV2D_ALGO=implicit lifts that rule)."""
-    def ran(c=16, k=16, hw=10, ks=3, groups=1, tf32=True, layout=torch.channels_last, dtype=torch.float32, stride=1):
-        x = torch.randn(2, c, hw, hw, device="cuda", dtype=dtype).to(memory_format=layout)
-        w = torch.randn(k, c // groups, ks, ks, device="cuda", dtype=dtype)
-        out = (hw + 2 * (ks // 2) - ks) // stride + 1
-        g = torch.randn(2, k, out, out, device="cuda", dtype=dtype).to(memory_format=layout)
+    def ran(tf32=True, dtype=torch.float32, **shape):
         old = torch.backends.cuda.matmul.allow_tf32
         torch.backends.cuda.matmul.allow_tf32 = tf32
         try:
-            names = cuda_kernel_names(lambda: torch.ops.customops.conv2d_backward(
-                g, x, w, [stride] * 2, [ks // 2] * 2, [1, 1], groups, [False, True, False]))
+            names = weight_grad_kernel_names(dtype, **shape)
         finally:
             torch.backends.cuda.matmul.allow_tf32 = old
         return any(_KERNEL in n for n in names)
