@@ -29,4 +29,5 @@ write_basic_package_version_file(
 install(FILES
   ${PROJECT_BINARY_DIR}/customopsConfig.cmake
   ${PROJECT_BINARY_DIR}/customopsConfigVersion.cmake
+  ${PROJECT_SOURCE_DIR}/cmake/customopsTorchLinking.cmake
   DESTINATION ${CUSTOMOPS_INSTALL_CMAKEDIR})

@@ -5,7 +5,8 @@
 #          first python3 found),
 #          CUSTOMOPS_WITH_CUDA (AUTO/ON/OFF), TORCH_CUDA_ARCH_LIST (default 9.0).
 # Outputs: TORCH_LIBRARIES and friends, CUSTOMOPS_HAVE_CUDA, CUSTOMOPS_TORCH_VERSION,
-#          CUSTOMOPS_TORCH_CMAKE_PREFIX (torch.utils.cmake_prefix_path).
+#          CUSTOMOPS_TORCH_CMAKE_PREFIX (torch.utils.cmake_prefix_path), CUSTOMOPS_CXX_STANDARD
+#          (also set as CMAKE_CXX_STANDARD and CMAKE_CUDA_STANDARD).
 
 if(NOT CUSTOMOPS_PYTHON AND SKBUILD AND Python_EXECUTABLE)
   # pip (scikit-build-core) builds against the torch of the Python running it.
@@ -39,6 +40,19 @@ if(_n GREATER 2)
   list(GET _customops_torch_info 2 CUSTOMOPS_TORCH_CUDA_VERSION)
 endif()
 list(APPEND CMAKE_PREFIX_PATH "${CUSTOMOPS_TORCH_CMAKE_PREFIX}")
+
+# The supported releases are declared once, as pyproject.toml's build requirement on torch.
+file(STRINGS "${PROJECT_SOURCE_DIR}/pyproject.toml" _customops_torch_range REGEX "\"torch>=[0-9.]+,<[0-9.]+\"")
+if(NOT _customops_torch_range MATCHES "torch>=([0-9.]+),<([0-9.]+)")
+  message(FATAL_ERROR "customops: pyproject.toml's build requirements lack \"torch>=A,<B\"")
+endif()
+set(CUSTOMOPS_TORCH_MIN "${CMAKE_MATCH_1}")
+set(CUSTOMOPS_TORCH_BELOW "${CMAKE_MATCH_2}")
+string(REGEX MATCH "^[0-9.]+" _customops_torch_release "${CUSTOMOPS_TORCH_VERSION}")
+if(_customops_torch_release VERSION_LESS CUSTOMOPS_TORCH_MIN OR NOT _customops_torch_release VERSION_LESS CUSTOMOPS_TORCH_BELOW)
+  message(WARNING "customops: torch ${CUSTOMOPS_TORCH_VERSION} is outside the supported releases "
+                  "(>=${CUSTOMOPS_TORCH_MIN},<${CUSTOMOPS_TORCH_BELOW}); the build may fail.")
+endif()
 message(STATUS "customops: torch ${CUSTOMOPS_TORCH_VERSION} (CUDA '${CUSTOMOPS_TORCH_CUDA_VERSION}') from ${CUSTOMOPS_PYTHON}")
 
 if(CUSTOMOPS_TORCH_CUDA_VERSION)
@@ -61,6 +75,33 @@ if(CUSTOMOPS_TORCH_CUDA_VERSION)
 endif()
 
 find_package(Torch REQUIRED)
+include(customopsTorchLinking)
+customops_torch_link_fixes(torch)
+
+# The C++ standard is the one torch's headers need: C++17 up to torch 2.11, C++20 from releases whose
+# CMake package puts cxx_std_20 (or, for a compiler CMake knows no features of, -std=c++20) on the torch
+# target. Torch's CUDA settings copy CMAKE_CXX_STANDARD as it was before find_package, so nvcc gets
+# the same standard here, and every target defined after this point compiles host and device code alike.
+get_target_property(_customops_torch_features torch INTERFACE_COMPILE_FEATURES)
+get_target_property(_customops_torch_options torch INTERFACE_COMPILE_OPTIONS)
+set(CUSTOMOPS_CXX_STANDARD 17)
+foreach(_std 20 23)
+  if("cxx_std_${_std}" IN_LIST _customops_torch_features OR "${_customops_torch_options}" MATCHES "std[=:]c\\+\\+${_std}")
+    set(CUSTOMOPS_CXX_STANDARD ${_std})
+  endif()
+endforeach()
+set(CMAKE_CXX_STANDARD ${CUSTOMOPS_CXX_STANDARD})
+if(CMAKE_CUDA_COMPILER_LOADED)
+  # CMake releases before 3.26 know no C++20 flag for nvcc (CUDA_STANDARD 20 is a generate-time
+  # error there); nvcc takes -std=c++20 from CUDA 12.0 on.
+  if(NOT DEFINED CMAKE_CUDA${CUSTOMOPS_CXX_STANDARD}_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA${CUSTOMOPS_CXX_STANDARD}_STANDARD_COMPILE_OPTION "-std=c++${CUSTOMOPS_CXX_STANDARD}")
+    set(CMAKE_CUDA${CUSTOMOPS_CXX_STANDARD}_EXTENSION_COMPILE_OPTION "-std=c++${CUSTOMOPS_CXX_STANDARD}")
+  endif()
+  set(CMAKE_CUDA_STANDARD ${CUSTOMOPS_CXX_STANDARD})
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+endif()
+message(STATUS "customops: C++${CUSTOMOPS_CXX_STANDARD} (what torch ${CUSTOMOPS_TORCH_VERSION}'s headers need)")
 
 set(CUSTOMOPS_HAVE_CUDA OFF)
 if(CUSTOMOPS_WITH_CUDA STREQUAL "ON" AND NOT CUSTOMOPS_TORCH_CUDA_VERSION)

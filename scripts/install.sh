@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds customops and installs it the way users get it, with pip: an editable install
-# (pip install --no-build-isolation -e .) into the project's .venv. The build goes to
-# $BUILD_DIR with the GoogleTest suite, so that ctest runs in the same build, and stages the
-# library into python/customops/lib as scripts/build.sh does.
+# (pip install --no-build-isolation -e .) into the project's venv (scripts/env.sh: one per supported
+# torch). The build goes to $BUILD_DIR with the GoogleTest suite, so that ctest runs in the same
+# build; the library is installed into the venv's site-packages, not into the source tree.
 #
 # Where the scripts use an existing interpreter (CUSTOMOPS_PYTHON, e.g. python3 on the GPU
 # machine: no network, no scikit-build-core), this is the plain CMake build, scripts/build.sh.

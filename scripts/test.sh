@@ -1,9 +1,32 @@
 #!/usr/bin/env bash
 # Builds and installs (pip, see install.sh), then runs every test: GoogleTest (through
-# ctest) and pytest. CUDA tests run when a GPU is present and skip otherwise.
-source "$(dirname "${BASH_SOURCE[0]}")/install.sh"
-# The venv has scikit-build-core (requirements.txt): the pip wheel test must run, not skip.
+# ctest) and pytest. CUDA tests run when a GPU is present and skip otherwise. Arguments go to pytest.
+#
+# In the project's virtual environments (no CUSTOMOPS_PYTHON) it tests both ends of the supported
+# torch range, as CI does: the newest (.venv, build/), then the oldest (.venv-torch<version>,
+# build-torch<version>/; the pip-wheel test is left out there, being the same CMake build as the
+# editable install). CUSTOMOPS_TORCH=<version> tests that torch alone.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
+if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}" ]]; then
+  oldest="$(cd "$ROOT/requirements" && ls torch-*.txt | sed 's/^torch-//; s/\.txt$//' | sort -V | head -1)"
+  status=0
+  start=$SECONDS
+  CUSTOMOPS_TEST_ONE_TORCH=1 bash "$0" "$@" || status=1
+  echo "customops: tests against the default torch took $((SECONDS - start)) s" >&2
+  start=$SECONDS
+  # The newest torch's library, which the oldest must refuse at import (test_package.py).
+  CUSTOMOPS_TORCH="$oldest" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" \
+    bash "$0" -m "not pip" "$@" || status=1
+  echo "customops: tests against torch $oldest took $((SECONDS - start)) s" >&2
+  exit $status
+fi
+
+source "$ROOT/scripts/install.sh"
+# The venv has scikit-build-core (requirements/common.txt): the pip wheel test must run, not skip.
 if [[ -n "${VENV:-}" ]]; then export CUSTOMOPS_REQUIRE_PIP_TEST=1; fi
+"$PYTHON" -c 'import torch; print(f"customops: testing against torch {torch.__version__} ({__import__("sys").executable})")'
 
 status=0
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900) || status=1

@@ -10,7 +10,6 @@ from pathlib import Path
 import torch
 
 
-
 def _package_dirs() -> list[Path]:
     """The package's directories: one for a plain or pip install; for a pip editable install
     (scikit-build-core) the source tree first, then where CMake installed the built files."""
@@ -19,7 +18,9 @@ def _package_dirs() -> list[Path]:
 
 
 def _find(relative: str) -> Path | None:
-    return next((d / relative for d in _package_dirs() if (d / relative).exists()), None)
+    # An editable install lists the source tree first and the environment's installed files after it:
+    # what pip built for this environment wins over a copy scripts/build.sh staged in the source tree.
+    return next((d / relative for d in reversed(_package_dirs()) if (d / relative).exists()), None)
 
 
 def library_path() -> str:
@@ -49,7 +50,7 @@ def runner_path(name: str) -> str:
     ``<build dir>/examples/``, which ``$CUSTOMOPS_BUILD_DIR`` names."""
     if name not in ("torchscript", "aoti"):
         raise ValueError(f"customops: no runner {name!r}; expected 'torchscript' or 'aoti'")
-    candidates = [d / "bin" / f"customops_{name}" for d in _package_dirs()]
+    candidates = [d / "bin" / f"customops_{name}" for d in reversed(_package_dirs())]
     if os.environ.get("CUSTOMOPS_BUILD_DIR"):
         candidates.insert(0, Path(os.environ["CUSTOMOPS_BUILD_DIR"]) / "examples" / f"customops_{name}")
     found = next((c for c in candidates if c.exists()), None)
@@ -74,11 +75,24 @@ def _load() -> None:
         )
     built_for = build_info().get("torch_version")
     if built_for is not None and built_for != torch.__version__:
+        # Checked before loading: libcustomops.so links one libtorch's C++ ABI, and under another
+        # torch the load would fail with an undefined symbol, or worse, load and crash later.
         raise ImportError(
-            f"customops: {path} was built against torch {built_for}, but this interpreter "
-            f"has torch {torch.__version__}; rebuild it (pip install, or scripts/build.sh)."
+            f"customops: {path} was built against torch {built_for}, but this Python has torch "
+            f"{torch.__version__}. A compiled customops works only with the torch it was built against. "
+            f"Rebuild it for this torch: {_rebuild_command()} (or install torch=={built_for.split('+')[0]})."
         )
     torch.ops.load_library(path)
+
+
+def _rebuild_command() -> str:
+    """How to rebuild against the torch of this interpreter, for the error message above."""
+    source = Path(__file__).resolve().parents[2]
+    if (source / "pyproject.toml").exists() and (source / "scripts" / "build.sh").exists():
+        # A source checkout: the package is used from the tree, built by the scripts or pip -e.
+        return (f"pip install --no-build-isolation --no-deps -e {source}  "
+                f"(or scripts/build.sh in {source})")
+    return "pip install --no-build-isolation --no-deps --force-reinstall <customops source directory>"
 
 
 _load()

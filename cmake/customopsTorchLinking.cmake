@@ -1,0 +1,33 @@
+# Lets programs link against a torch installed from PyPI whatever else is on the machine.
+#
+# Such a torch loads CUDA's libraries, cuDNN and NCCL from the nvidia-* wheels beside it (its
+# libraries' RPATH names site-packages/nvidia/*/lib). When a program links libtorch_cuda.so, the
+# linker looks for that library's own dependencies along the program's rpath first, which CMake
+# fills with the CUDA toolkit's lib folder; a toolkit NCCL older than the wheel's then leaves
+# symbols undefined (libtorch_cuda.so: undefined reference to `ncclCommResume'). Pointing
+# -rpath-link at the wheels' folders makes the link resolve what the program will load at run time.
+#
+# Used by the build (cmake/CustomopsTorch.cmake) and by the installed package's
+# customopsConfig.cmake, after find_package(Torch):
+#   customops_torch_link_fixes(<target>)   # adds the options to <target>'s INTERFACE_LINK_OPTIONS
+
+function(customops_torch_runtime_dirs out)
+  set(dirs "")
+  if(TORCH_INSTALL_PREFIX AND CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    file(GLOB wheel_dirs LIST_DIRECTORIES true "${TORCH_INSTALL_PREFIX}/../nvidia/*/lib")
+    foreach(dir IN LISTS wheel_dirs)
+      if(IS_DIRECTORY "${dir}")
+        get_filename_component(dir "${dir}" REALPATH)
+        list(APPEND dirs "${dir}")
+      endif()
+    endforeach()
+  endif()
+  set(${out} "${dirs}" PARENT_SCOPE)
+endfunction()
+
+function(customops_torch_link_fixes target)
+  customops_torch_runtime_dirs(dirs)
+  foreach(dir IN LISTS dirs)
+    set_property(TARGET ${target} APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,${dir}")
+  endforeach()
+endfunction()
