@@ -7,7 +7,7 @@ torch.backends.cudnn.benchmark = True
 for amp in (False, True):
     x0 = torch.randn(8, 96, 14, 14, device=dev).to(memory_format=torch.channels_last)
     ref = nn.Sequential(nn.Conv2d(96, 96, 3, 1, 1, groups=96, bias=False)).to(dev).to(memory_format=torch.channels_last)
-    ours = customops.convert(ref)[0]
+    ours = customops.convert(ref)
     steps = {}
     for name, mod in (("nn.Conv2d", ref), ("customops", ours)):
         x = x0.clone().requires_grad_()

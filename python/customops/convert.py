@@ -10,8 +10,9 @@ hooks and their handles keep working.
 from __future__ import annotations
 
 import copy
+import logging
 from dataclasses import dataclass, field
-from typing import Dict, List, NamedTuple, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple, Union
 
 import torch
 from torch import nn
@@ -23,6 +24,8 @@ from .modules import Conv2d, DepthwiseConv2d, UpsampleBilinear2d
 __all__ = ["ConversionReport", "Skipped", "Swapped", "convert"]
 
 COORDINATE_MODES = ("half_pixel", "align_corners", "asymmetric")
+
+_log = logging.getLogger("customops.convert")
 
 # dtypes and device types that customops' kernels are registered for.
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
@@ -72,7 +75,8 @@ class ConversionReport:
 
 
 def convert(model: nn.Module, *, inplace: bool = False, conv2d: bool = False,
-            coordinate_mode: Optional[str] = None) -> Tuple[nn.Module, ConversionReport]:
+            coordinate_mode: Optional[str] = None,
+            return_report: bool = False) -> Union[nn.Module, Tuple[nn.Module, ConversionReport]]:
     """Replaces the layers of ``model`` that customops computes identically.
 
     - ``nn.Conv2d`` with ``groups == in_channels`` and ``padding_mode='zeros'``
@@ -105,11 +109,21 @@ def convert(model: nn.Module, *, inplace: bool = False, conv2d: bool = False,
             ``"align_corners"`` converts every bilinear ``nn.Upsample`` to that
             convention on purpose, a change of numerics (for parity with a
             deployment runtime); the output size stays the same.
+        return_report: also return the :class:`ConversionReport` (what was
+            swapped, and what was left alone and why). The report is logged at
+            INFO level on the ``customops.convert`` logger either way.
 
     Returns:
-        ``(converted model, ConversionReport)``. Parameters, buffers (so device,
-        dtype and memory format), training mode, forward/backward/state-dict hooks
-        and state_dict keys of each replaced module carry over.
+        The converted model, as ``nn.SyncBatchNorm.convert_sync_batchnorm`` and
+        ``torch.ao.quantization.convert`` do; ``(model, report)`` with
+        ``return_report=True``. Parameters, buffers (so device, dtype and memory
+        format), training mode, forward/backward/state-dict hooks and state_dict
+        keys of each replaced module carry over.
+
+    Example::
+
+        model = customops.convert(torchvision.models.mobilenet_v2())
+        model, report = customops.convert(model, conv2d=True, return_report=True)
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"convert: expected an nn.Module, got {type(model).__name__}")
@@ -121,7 +135,9 @@ def convert(model: nn.Module, *, inplace: bool = False, conv2d: bool = False,
     if not inplace:
         model = copy.deepcopy(model)
     converter = _Converter(conv2d=bool(conv2d), coordinate_mode=coordinate_mode)
-    return converter.run(model), converter.report
+    model = converter.run(model)
+    _log.info("%s", converter.report)
+    return (model, converter.report) if return_report else model
 
 
 class _Converter:

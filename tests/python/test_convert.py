@@ -7,6 +7,7 @@ TorchScript, torch.compile and torch.export of the result."""
 from __future__ import annotations
 
 import copy
+import logging
 
 import pytest
 import torch
@@ -130,7 +131,7 @@ TOLERANCES = {torch.float64: dict(rtol=1e-10, atol=1e-10), torch.float32: dict(r
 @pytest.mark.parametrize("conv2d", [False, True])
 def test_report_lists_every_swap_and_every_layer_left_alone(conv2d):
     original = make_net()
-    model, report = customops.convert(original, conv2d=conv2d)
+    model, report = customops.convert(original, conv2d=conv2d, return_report=True)
     want_swapped = dict(SWAPPED)
     if conv2d:
         want_swapped.update({name: ("Conv2d", "Conv2d") for name in PLAIN_CONVS})
@@ -156,18 +157,30 @@ def test_report_lists_every_swap_and_every_layer_left_alone(conv2d):
 
 
 def test_report_reads_well():
-    _, report = customops.convert(make_net())
+    _, report = customops.convert(make_net(), return_report=True)
     text = str(report)
     assert text.splitlines()[0] == "customops.convert: swapped 9 module(s), left 9 alone"
     assert "  swapped features.1: Conv2d -> DepthwiseConv2d" in text.splitlines()
     assert any(line.startswith("  skipped resize.nearest (Upsample): mode='nearest'") for line in text.splitlines())
 
 
+def test_returns_the_model_and_logs_the_report(caplog):
+    # `model = customops.convert(model)` must leave a callable model, as the ecosystem's converters do.
+    original = make_net()
+    with caplog.at_level(logging.INFO, logger="customops.convert"):
+        model = customops.convert(original)
+    assert isinstance(model, nn.Module) and model is not original
+    x = make_input()
+    assert_outputs_close(model(x), original(x))
+    assert "customops.convert: swapped 9 module(s), left 9 alone" in caplog.messages[0]
+    assert "swapped features.1: Conv2d -> DepthwiseConv2d" in caplog.messages[0]
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("conv2d", [False, True])
 def test_forward_and_gradients_match_the_original(dtype, conv2d):
     original = make_net(dtype)
-    converted, report = customops.convert(original, conv2d=conv2d)
+    converted, report = customops.convert(original, conv2d=conv2d, return_report=True)
     assert len(report) == len(SWAPPED) + (len(PLAIN_CONVS) if conv2d else 0)
     x = make_input(dtype)
     want = forward_and_grads(original, x)
@@ -187,7 +200,7 @@ def test_left_alone_layers_with_reasons():
     model = nn.Sequential(weight_normed, lazy, conv(dtype=torch.complex64), conv(padding_mode="circular"),
                           nn.Upsample(scale_factor=0.5, mode="bilinear"), nn.Upsample(scale_factor=2, mode="bicubic"),
                           nn.Upsample(scale_factor=(2, 2.5), mode="bilinear"), nn.ConvTranspose2d(4, 4, 3, groups=4))
-    converted, report = customops.convert(model)
+    converted, report = customops.convert(model, return_report=True)
     assert len(report) == 0
     reasons = {s.name: s.reason for s in report.skipped}
     assert "parametrized" in reasons["0"]
@@ -224,7 +237,7 @@ def test_inputs_of_other_ranks_behave_as_before():
     bilinear nn.Upsample refuses 3-D and 5-D input, and so does its replacement."""
     model = nn.Sequential(nn.Conv2d(3, 6, 3, padding=1, groups=3), nn.Upsample(scale_factor=2, mode="bilinear"))
     model = model.double()
-    converted, report = customops.convert(model)
+    converted, report = customops.convert(model, return_report=True)
     assert len(report) == 2
     x = torch.randn(3, 5, 6, dtype=torch.float64)
     torch.testing.assert_close(converted[0](x), model[0](x))
@@ -236,7 +249,7 @@ def test_inputs_of_other_ranks_behave_as_before():
 
 def test_convertible_model_itself_is_replaced():
     dw = nn.Conv2d(3, 6, 3, groups=3)
-    new, report = customops.convert(dw, inplace=True)
+    new, report = customops.convert(dw, inplace=True, return_report=True)
     assert type(new) is customops.DepthwiseConv2d and new.weight is dw.weight
     assert report.swapped == [("", "Conv2d", "DepthwiseConv2d")]
     assert "swapped (model): Conv2d -> DepthwiseConv2d" in str(report)
@@ -245,7 +258,7 @@ def test_convertible_model_itself_is_replaced():
 def test_a_module_shared_by_two_parents_gets_one_replacement():
     dw = nn.Conv2d(4, 4, 3, padding=1, groups=4)
     model = nn.Sequential(nn.Sequential(dw), nn.ModuleList([dw]))
-    converted, report = customops.convert(model)
+    converted, report = customops.convert(model, return_report=True)
     assert converted[0][0] is converted[1][0]
     assert type(converted[0][0]) is customops.DepthwiseConv2d
     assert [s.name for s in report.swapped] == ["0.0"]
@@ -268,7 +281,7 @@ def test_copy_leaves_the_original_untouched():
     original = make_net()
     before = copy.deepcopy(original.state_dict())
     types = {name: type(m) for name, m in original.named_modules()}
-    converted, _ = customops.convert(original)
+    converted = customops.convert(original)
     assert converted is not original
     assert {name: type(m) for name, m in original.named_modules()} == types
     params, new_params = dict(original.named_parameters()), dict(converted.named_parameters())
@@ -287,7 +300,7 @@ def test_inplace_keeps_the_parameter_objects_and_the_optimizer():
     model = make_net()
     params = dict(model.named_parameters())
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    converted, report = customops.convert(model, inplace=True)
+    converted, report = customops.convert(model, inplace=True, return_report=True)
     assert converted is model and len(report) == len(SWAPPED)
     assert type(model.features[0]) is customops.DepthwiseConv2d
     assert dict(converted.named_parameters()).keys() == params.keys()
@@ -301,7 +314,7 @@ def test_inplace_keeps_the_parameter_objects_and_the_optimizer():
 
 def test_state_dict_round_trip():
     original = make_net()
-    converted, _ = customops.convert(original, conv2d=True)
+    converted = customops.convert(original, conv2d=True)
     assert list(converted.state_dict()) == list(original.state_dict())
     fresh = make_net()  # other random weights
     converted.load_state_dict(fresh.state_dict())
@@ -330,7 +343,7 @@ def test_dtype_memory_format_buffers_and_training_mode_carry_over():
     model.block.train()
     model.features[1].register_buffer("calls", torch.zeros(3, dtype=torch.int64))
     model.features[1].register_buffer("scratch", torch.ones(2), persistent=False)
-    converted, _ = customops.convert(model, conv2d=True)
+    converted = customops.convert(model, conv2d=True)
     modules = modules_by_name(converted)
     for name, m in model.named_modules():
         assert modules[name].training == m.training, name
@@ -375,7 +388,7 @@ def test_hooks_keep_running(inplace):
     x = make_input()
     want = forward_and_grads(model, x)
     calls.update(pre=0, fwd=0, bwd=0)
-    converted, _ = customops.convert(model, inplace=inplace)
+    converted = customops.convert(model, inplace=inplace)
     del dw, up
     assert type(converted.block.dw) is customops.DepthwiseConv2d
     got = forward_and_grads(converted, x)
@@ -400,7 +413,7 @@ def test_hooks_keep_running(inplace):
 
 def test_converted_model_scripts_and_matches():
     original = make_net().eval()
-    converted, _ = customops.convert(original, conv2d=True)
+    converted = customops.convert(original, conv2d=True)
     scripted = torch.jit.script(converted)
     assert "customops::depthwise_conv2d" in str(scripted.block.dw.inlined_graph)
     x = make_input()
@@ -412,7 +425,7 @@ def test_converted_model_compiles_with_fullgraph_and_matches():
     the Meta kernels and AOT autograd; aot_eager keeps this test fast on a small CPU
     (test_ops compiles each op with Inductor, the CUDA variant below the model)."""
     original = make_net(torch.float32).eval()
-    converted, _ = customops.convert(original, conv2d=True)
+    converted = customops.convert(original, conv2d=True)
     compiled = torch.compile(converted, fullgraph=True, dynamic=True, backend="aot_eager")
     for shape in [(2, 4, 12, 10), (1, 4, 16, 14)]:
         x = torch.randn(shape)
@@ -422,7 +435,7 @@ def test_converted_model_compiles_with_fullgraph_and_matches():
 
 def test_converted_model_exports_and_matches():
     original = make_net(torch.float32).eval()
-    converted, _ = customops.convert(original, conv2d=True)
+    converted = customops.convert(original, conv2d=True)
     x = make_input(torch.float32)
     exported = torch.export.export(converted, (x,))
     targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
@@ -467,7 +480,7 @@ class Resizes(nn.Module):
 
 def test_coordinate_mode_asymmetric_gives_tf1_resize():
     model = Resizes().double()
-    converted, report = customops.convert(model, coordinate_mode="asymmetric")
+    converted, report = customops.convert(model, coordinate_mode="asymmetric", return_report=True)
     assert {s.name for s in report.swapped} == {"up", "to_size", "fraction", "bilinear"}
     assert [s.name for s in report.skipped] == ["nearest"]
     x = torch.randn(2, 3, 5, 6, dtype=torch.float64)
@@ -483,7 +496,7 @@ def test_coordinate_mode_asymmetric_gives_tf1_resize():
 @pytest.mark.parametrize("mode", ["half_pixel", "align_corners"])
 def test_coordinate_mode_forces_pytorch_conventions(mode):
     model = Resizes().double()
-    converted, _ = customops.convert(model, coordinate_mode=mode)
+    converted = customops.convert(model, coordinate_mode=mode)
     x = torch.randn(1, 2, 6, 4, dtype=torch.float64)
     align = mode == "align_corners"
     want = F.interpolate(x, size=(7, 13), mode="bilinear", align_corners=align)
@@ -499,7 +512,7 @@ def test_coordinate_mode_forces_pytorch_conventions(mode):
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_cuda_model_converts_and_matches(dtype):
     original = make_net(dtype, "cuda")
-    converted, report = customops.convert(original, conv2d=True)
+    converted, report = customops.convert(original, conv2d=True, return_report=True)
     assert len(report) == len(SWAPPED) + len(PLAIN_CONVS)
     for p in converted.parameters():
         assert p.is_cuda and p.dtype == dtype

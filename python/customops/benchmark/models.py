@@ -319,7 +319,7 @@ def model_pair(pristine: nn.Module, config: Config, shape: tuple[int, ...],
     """A copy of `pristine` on `device` in the configuration's memory format, its customops.convert'ed copy, the
     conversion's report and a random input of `shape` in that format."""
     original = copy.deepcopy(pristine).to(device, memory_format=config.memory_format)
-    converted, report = customops.convert(original, inplace=False)
+    converted, report = customops.convert(original, inplace=False, return_report=True)
     converted = converted.to(memory_format=config.memory_format)
     torch.manual_seed(2)
     x = torch.randn(shape, device=device).contiguous(memory_format=config.memory_format)
