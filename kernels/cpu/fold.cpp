@@ -1,5 +1,5 @@
 #include "kernels/fold.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/common/parallel.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

@@ -3,7 +3,7 @@
 #include <ATen/Dispatch.h>
 
 #include "kernels/common/elementwise_layout.h"
-#include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/common/elementwise.h"
 
 namespace customops::cpu::CPU_CAPABILITY {
 namespace {

@@ -1,5 +1,5 @@
 #include "kernels/upsample.h"
-#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/common/parallel.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>

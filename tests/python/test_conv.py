@@ -129,7 +129,7 @@ def test_depthwise_weight_gradient_ignores_pixels_its_tap_never_reads(device):
 
 # (N, C, H, W, kh, kw, stride, padding, dilation): every C fills at least 3/4 of
 # its vectors' lanes in float (8 lanes on AVX2) and double (4), so the CPU
-# forward runs blocked over channels (kernels/cpu/depthwise_conv2d_blocked.cpp).
+# forward runs blocked over channels (kernels/cpu/depthwise_conv2d/blocked.cpp).
 _CHANNEL_BLOCKS = [
     (2, 20, 9, 13, 3, 3, 1, 1, 1),  # last channel block half empty in float
     (1, 16, 56, 56, 7, 7, 1, 3, 1),  # the benchmark's shape, fewer channels
@@ -267,7 +267,7 @@ def test_depthwise_strided_input_gradient_of_unaligned_channels_last_gradient():
     _assert_close_scaled(got.cpu(), ref, 2e-5)
 
 
-# --- CPU channels_last (kernels/cpu/depthwise_conv2d_nhwc.cpp) -------------------
+# --- CPU channels_last (kernels/cpu/depthwise_conv2d/nhwc*.cpp) ------------------
 
 # (N, C, H, W, m, (kh, kw), stride, padding, dilation). C covers one partial
 # vector (3, 13: staged rows of whole vectors), whole vectors of float and double

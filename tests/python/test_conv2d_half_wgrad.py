@@ -1,4 +1,4 @@
-"""conv2d's float16/bfloat16 weight gradient kernel (kernels/cuda/conv2d_half_wgrad.cu) against float64 gradients:
+"""conv2d's float16/bfloat16 weight gradient kernel (kernels/cuda/conv2d/half_wgrad.cu) against float64 gradients:
 stages of several short rows (an odd number of 8-pixel groups: the zero group), rows of up to 128 pixels whole and
 pieces of longer ones, kernels of more than 9 taps (several tap groups), partial and several channel tiles (under
 CUSTOMOPS_CONV2D_ALGO=direct, beyond the default rule), strides, dilation, padding beyond the kernel, batches split

@@ -200,7 +200,7 @@ def test_fallback_boundary(monkeypatch):
     assert cutlass_kernels(torch.float16, 16, 16, ks=1) == 2
 
 
-# Shapes whose plans reach every implicit kernel configuration (kernels/cuda/conv2d_implicit_*_sm90.cu; the weight
+# Shapes whose plans reach every implicit kernel configuration (kernels/cuda/conv2d/implicit_*_sm90.cu; the weight
 # gradient's tile and batch chunks from plan_weight_grad in conv2d.cu): (N, C, H=W, K, weight-gradient launches).
 PLAN_CASES = [
     (2, 16, 12, 32, 1),    # narrow forward and input-gradient tiles; 64x64 weight-gradient tiles
@@ -303,7 +303,7 @@ def test_pointwise_channels_last_is_one_gemm_without_copies(dtype):
         _check(got, exp, torch.float16 if dtype == torch.float16 else torch.float32, what)
 
 
-# NCHW half-type calls go through kernels/cuda/memory_format.cu's transposes to NHWC and back: the 64 x 64 tile of
+# NCHW half-type calls go through kernels/cuda/common/memory_format.cu's transposes to NHWC and back: the 64 x 64 tile of
 # 4-byte words where both transposed sizes are even and the memory 4-byte aligned, the 32 x 32 tile of elements
 # otherwise. (C, H, W, element offset of the input in its storage, what it exercises)
 TRANSPOSE_CASES = [

@@ -1,4 +1,4 @@
-"""conv2d's float32 weight gradient in TF32 (kernels/cuda/conv2d_tf32_wgrad.cu) against float64 gradients:
+"""conv2d's float32 weight gradient in TF32 (kernels/cuda/conv2d/tf32_wgrad.cu) against float64 gradients:
 kernels of more than 9 taps (several tap groups), stages of several short rows and pieces of long rows, partial
 channel tiles, strides, dilation, padding beyond the kernel, batches split over many chunks, NCHW and
 channels_last; and where it runs (the profiler's kernel names) and where the call stays on another path."""

@@ -1,5 +1,5 @@
 """depthwise_conv2d on CUDA for channels_last inputs: the NHWC kernels
-(kernels/cuda/depthwise_conv2d_nhwc*.cu) against F.conv2d in float64 on the CPU,
+(kernels/cuda/depthwise_conv2d/nhwc*.cu) against F.conv2d in float64 on the CPU,
 their output layout, and run-to-run determinism. 3x3 windows at row stride 1
 or 2 run the column kernels by default (the forward and unit-stride input
 gradient, half types from 64 channels; the weight gradient), half types'

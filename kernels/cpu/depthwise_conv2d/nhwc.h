@@ -1,0 +1,22 @@
+// The channels_last depthwise kernels (nhwc.cpp: forward and input gradient;
+// nhwc_wgrad.cpp: weight gradient), used by depthwise_conv2d.cpp for plans
+// whose tensors are NHWC in memory.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include "kernels/conv2d.h"
+
+namespace customops::cpu::CPU_CAPABILITY {
+
+// Writes p.out = depthwise_conv2d(p.x, p.weight, p.bias); p.channels_last.
+void depthwise_forward_nhwc(const conv::DepthwisePlan& p);
+
+// The input gradient, channels_last with p.x's shape.
+at::Tensor depthwise_input_grad_nhwc(const conv::DepthwiseBackwardPlan& bp);
+
+// The weight gradient, (O, kh*kw) contiguous in the input's dtype; the sums
+// have a fixed order that depends on the shapes only (not on the threads).
+at::Tensor depthwise_weight_grad_nhwc(const conv::DepthwiseBackwardPlan& bp);
+
+} // namespace customops::cpu::CPU_CAPABILITY
