@@ -5,7 +5,10 @@ Importing the package loads libcustomops.so, which registers
 library serves TorchScript, torch.compile, torch.export and C++ programs.
 Where torch.distributed is available, the ops' DTensor sharding rules are
 registered too (``customops.sharding``), and torch.func transforms see Python
-autograd.Functions of every op (``customops.func``).
+autograd.Functions of every op (``customops.func``). ``torch.onnx.export(...,
+dynamo=True)`` translates the ops to standard ONNX (``customops.onnx``; needs
+``pip install 'customops[onnx]'``), and ``customops.deploy`` reports the parity
+of an exported model with eager PyTorch.
 """
 
 from ._library import build_info, library_path, runner_path  # loads libcustomops.so
@@ -14,16 +17,31 @@ from . import aoti
 from . import func  # noqa: F401  (torch.func support: registers Python kernels for transforms)
 from . import sharding  # noqa: E402,F401  (DTensor sharding rules; after the library registered the ops)
 from .convert import ConversionReport, convert
+from .onnx import _hook as _onnx_hook
 from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,
                          upsample_bilinear2d)
 from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, TrilinearInterpolation,
                       UpsampleBilinear2d)
+
+# The ONNX translations join torch.onnx.export's registry when the exporter first loads it,
+# so that importing customops does not import onnxscript (customops/onnx/_hook.py says why).
+_onnx_hook.install()
 
 __version__ = build_info().get("version", "0+unknown")
 # For find_package(customops) in C++ projects, as torch.utils.cmake_prefix_path for Torch:
 # CMAKE_PREFIX_PATH="customops.cmake_prefix_path;torch.utils.cmake_prefix_path". None unless
 # installed with pip.
 cmake_prefix_path = _cmake_prefix_path()
+
+
+def __getattr__(name: str):
+    # customops.deploy imports onnx and onnxruntime only when used.
+    if name == "deploy":
+        import importlib
+
+        return importlib.import_module(".deploy", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "Col2im", "ConversionReport", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation",
