@@ -4,8 +4,12 @@
 
 TORCH_LIBRARY(customops, m) {
   // Every op is functional, has a Meta kernel and a registered backward op, so
-  // torch.compile and torch.export may trace through it.
-  const std::vector<at::Tag> pt2{at::Tag::pt2_compliant_tag};
+  // torch.compile and torch.export may trace through it. Every kernel takes
+  // inputs of any strides, and each Meta kernel gives the strides its real
+  // kernels give for them (tests/python/test_ops.py checks both): flexible_layout
+  // lets Inductor keep the layouts it chose around the ops (channels_last around
+  // convolutions) instead of copying inputs into the strides seen while tracing.
+  const std::vector<at::Tag> pt2{at::Tag::pt2_compliant_tag, at::Tag::flexible_layout};
 
   m.def("quick_gelu(Tensor x) -> Tensor", pt2);
   m.def("quick_gelu_backward(Tensor grad_out, Tensor x) -> Tensor", pt2);

@@ -17,6 +17,7 @@ from . import aoti
 from . import func  # noqa: F401  (torch.func support: registers Python kernels for transforms)
 from . import sharding  # noqa: E402,F401  (DTensor sharding rules; after the library registered the ops)
 from .convert import ConversionReport, convert
+from . import inductor  # noqa: E402  (which ops torch.compile's Inductor decomposes)
 from .onnx import _hook as _onnx_hook
 from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,
                          upsample_bilinear2d)
@@ -26,6 +27,8 @@ from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, Trilin
 # The ONNX translations join torch.onnx.export's registry when the exporter first loads it,
 # so that importing customops does not import onnxscript (customops/onnx/_hook.py says why).
 _onnx_hook.install()
+# Likewise the Inductor-only decompositions join Inductor's table when Inductor is first imported.
+inductor.install()
 
 __version__ = build_info().get("version", "0+unknown")
 # For find_package(customops) in C++ projects, as torch.utils.cmake_prefix_path for Torch:
@@ -45,6 +48,6 @@ def __getattr__(name: str):
 
 __all__ = [
     "Col2im", "ConversionReport", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation",
-    "UpsampleBilinear2d", "aoti", "build_info", "cmake_prefix_path", "col2im", "convert", "conv2d", "depthwise_conv2d",
+    "UpsampleBilinear2d", "aoti", "build_info", "inductor", "cmake_prefix_path", "col2im", "convert", "conv2d", "depthwise_conv2d",
     "im2col", "library_path", "quick_gelu", "runner_path", "trilinear_interpolation", "upsample_bilinear2d",
 ]

@@ -184,6 +184,55 @@ def test_opcheck(op: OpInfo, device):
         torch.library.opcheck(op.backward_overload, op.backward_args(sample, grad))
 
 
+def _outputs(result) -> list[torch.Tensor]:
+    results = result if isinstance(result, (tuple, list)) else (result,)
+    return [t for t in results if isinstance(t, torch.Tensor)]
+
+
+def _assert_same_layouts(real, fake, what: str) -> None:
+    real, fake = _outputs(real), _outputs(fake)
+    assert len(real) == len(fake), what
+    for i, (r, f) in enumerate(zip(real, fake)):
+        assert (f.shape, f.dtype) == (r.shape, r.dtype), f"{what}, output {i}"
+        # As Inductor's own checks: an empty tensor's strides address nothing, nor does a size-1 dimension's.
+        significant = [d for d in range(r.dim()) if r.shape[d] > 1]
+        if r.numel() > 0 and any(f.stride(d) != r.stride(d) for d in significant):
+            raise AssertionError(f"{what}, output {i}: fake strides {f.stride()}, real {r.stride()}")
+
+
+@pytest.mark.parametrize("op,device,dtype", list(op_device_dtype_params()))
+def test_fake_kernels_give_the_real_strides(op: OpInfo, device, dtype):
+    """torch.compile plans every buffer from the fake (Meta) kernels, and the ops' flexible_layout tag lets
+    Inductor hand them whichever layout it chose: for every input layout the fake kernels must give each
+    output exactly the strides the real kernels give, forward and backward."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode()
+
+    def fake(args):
+        return tuple(mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args)
+
+    for sample in op.sample_inputs(device, dtype, False):
+        real = op.overload(*sample.args, **sample.kwargs)
+        with mode:
+            faked = op.overload(*fake(sample.args), **sample.kwargs)
+        _assert_same_layouts(real, faked, sample.name)
+        grad = torch.randn_like(real)
+        backward_args = op.backward_args(sample, grad)
+        real_grads = op.backward_overload(*backward_args)
+        with mode:
+            fake_grads = op.backward_overload(*fake(backward_args))
+        _assert_same_layouts(real_grads, fake_grads, f"{sample.name} (backward)")
+
+
+def test_every_op_leaves_inductor_free_to_choose_layouts():
+    # Without the tag Inductor pins each custom op's inputs to the strides seen while tracing, and copies
+    # around it once its layout optimisation has made the convolutions around it channels_last.
+    for op in OP_DB:
+        for overload in (op.overload, op.backward_overload):
+            assert torch.Tag.flexible_layout in overload.tags, overload
+
+
 @pytest.mark.parametrize("op,device", list(op_device_params()))
 def test_compile_fullgraph_dynamic(op: OpInfo, device):
     """One graph (no break, no recompile) serves several sizes, forward and backward."""

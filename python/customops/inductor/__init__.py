@@ -1,0 +1,77 @@
+"""How torch.compile's Inductor treats the customops operators.
+
+Inside a compiled graph an operator is either one call of our kernel, which Inductor schedules as an opaque
+fallback, or decomposed into ATen operations that Inductor generates code for and fuses with the operations
+around it. Where Inductor's code does the work as fast as our kernel, the decomposition wins: a resize
+followed by a ReLU becomes one kernel instead of two passes over the resized tensor. Where ours is faster,
+the op stays whole. One module per family gives its decompositions and the default; the user guide's
+torch.compile page lists the choice per op with the measurement that made it.
+
+Decompositions go into Inductor's own table only (``torch._inductor.decomposition.decompositions``), which
+nothing but Inductor reads: eager calls, TorchScript, ``torch.export`` programs and ONNX export keep the op.
+They are added when Inductor is first imported (``customops._import_hook``), so ``import customops`` does not
+import Inductor. ``set_decomposed`` changes the choice for graphs compiled afterwards.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+import torch
+
+from .._import_hook import when_imported
+from . import quick_gelu, trilinear, upsample
+
+__all__ = ["decomposed", "set_decomposed"]
+
+_INDUCTOR_TABLE = "torch._inductor.decomposition"
+
+# op name -> {overload name: decomposition}, and whether compiled graphs decompose it by default.
+_FAMILIES = {family.OP: family for family in (quick_gelu, upsample, trilinear)}
+_decomposed: Dict[str, bool] = {name: family.DECOMPOSED_BY_DEFAULT for name, family in _FAMILIES.items()}
+
+
+def _table(name: str) -> Dict[torch._ops.OpOverload, Callable]:
+    ops = torch.ops.customops
+    return {getattr(ops, overload).default: fn for overload, fn in _FAMILIES[name].DECOMPOSITIONS.items()}
+
+
+def _sync(module=None) -> None:
+    """Makes Inductor's table hold exactly the decompositions of the ops set to be decomposed."""
+    import sys
+
+    inductor = module or sys.modules.get(_INDUCTOR_TABLE)
+    if inductor is None:
+        return
+    for name in _FAMILIES:
+        for op, fn in _table(name).items():
+            if _decomposed[name]:
+                inductor.decompositions[op] = fn
+            elif inductor.decompositions.get(op) is fn:
+                del inductor.decompositions[op]
+    # Inductor's table for compiles is a cached copy of this one (fast_random_decomps): make it take the change.
+    cached = getattr(inductor, "fast_random_decomps", None)
+    if cached is not None and hasattr(cached, "cache_clear"):
+        cached.cache_clear()
+
+
+def decomposed() -> Dict[str, bool]:
+    """Whether each op with a decomposition is decomposed in graphs Inductor compiles (op name -> bool)."""
+    return dict(_decomposed)
+
+
+def set_decomposed(op: str, value: bool) -> None:
+    """Decompose ``op`` (``"quick_gelu"``, ``"upsample_bilinear2d"`` or ``"trilinear_interpolation"``) in
+    graphs Inductor compiles from now on (``True``), or keep it one call of the customops kernel (``False``).
+    Graphs compiled before keep their choice; ``torch._dynamo.reset()`` drops them. The on-disk compile
+    caches do not key graphs by this choice either: to compare the two in one environment, compile with
+    ``TORCHINDUCTOR_FORCE_DISABLE_CACHES=1`` (or ``torch._inductor.config.force_disable_caches = True``)."""
+    if op not in _FAMILIES:
+        raise ValueError(f"customops.inductor.set_decomposed: no decomposition for op {op!r}; "
+                         f"expected one of {sorted(_FAMILIES)}")
+    _decomposed[op] = bool(value)
+    _sync()
+
+
+def install() -> None:
+    when_imported(_INDUCTOR_TABLE, _sync)
