@@ -9,7 +9,13 @@ from conftest import requires_cuda
 from customops.benchmark import models
 from customops.benchmark.replknet import RepLKStage
 
-QUICK = ["--device", "cpu", "--quick", "--repeats", "1", "--warmup", "0"]
+QUICK = ["--device", "cpu", "--quick", "--repeats", "1", "--warmup", "0", "--no-compile"]
+
+
+def cells(row: str, *names: str) -> list[str]:
+    """The cells of a Markdown table row under the given headers."""
+    values = row.split(" | ")
+    return [values[models.HEADER.index(name)] for name in names]
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
@@ -38,7 +44,7 @@ def test_cli_runs_checks_and_writes_markdown(tmp_path, capsys):
     assert len(rows) == 4
     for row in rows:
         assert "| ok (" in row, row
-        ratios = [float(cell) for cell in row.split(" | ")[6:11:4]]  # train and infer conv/orig
+        ratios = [float(cell) for cell in cells(row, "train conv/orig", "infer conv/orig")]
         assert all(r > 0 for r in ratios), row
     assert (tmp_path / "models.png").stat().st_size > 0
 
@@ -47,7 +53,27 @@ def test_cpu_rows_leave_the_graphed_columns_empty(tmp_path):
     md = tmp_path / "models.md"
     assert models.main(QUICK + ["--models", "replknet31", "--configs", "float32-nchw", "--markdown", str(md)]) == 0
     row = next(line for line in md.read_text().splitlines() if line.startswith("| replknet31"))
-    assert row.split(" | ")[11:14] == ["—", "—", "—"], row
+    assert cells(row, "graphed train orig ms", "graphed train conv ms", "graphed conv/orig") == ["—"] * 3, row
+    assert cells(row, "compiled train orig ms", "compiled conv/orig", "compile s orig / conv") == ["—"] * 3, row
+
+
+def test_compiled_steps_of_the_blocks_are_checked_and_timed(tmp_path, capsys):
+    """torch.compile'd original and converted models: checked against float64 like the eager ones (the row
+    fails otherwise), timed, and their compile times reported."""
+    md = tmp_path / "models.md"
+    argv = ["--device", "cpu", "--quick", "--repeats", "1", "--warmup", "0", "--models", "clip_mlp,decoder",
+            "--configs", "float32,float32-channels_last", "--markdown", str(md)]
+    assert models.main(argv) == 0
+    rows = [line for line in md.read_text().splitlines() if line.startswith(("| clip_mlp", "| decoder"))]
+    assert len(rows) == 2
+    for row in rows:
+        assert "; compiled ok (" in row, row
+        original, converted, ratio = (float(c) for c in cells(row, "compiled train orig ms", "compiled train conv ms",
+                                                             "compiled conv/orig"))
+        assert original > 0 and converted > 0 and ratio == pytest.approx(converted / original, rel=0.05, abs=0.01)
+        assert all(float(t) > 0 for t in cells(row, "compile s orig / conv")[0].split(" / ")), row
+    out = capsys.readouterr().out
+    assert "clip_mlp: customops.convert swapped 1 QuickGELURef -> QuickGELU" in out
 
 
 @requires_cuda
@@ -55,12 +81,13 @@ def test_cuda_rows_time_the_graphed_training_step(tmp_path):
     """On CUDA the training step is captured as a CUDA graph (autocast too) and its replays timed."""
     md = tmp_path / "models.md"
     argv = ["--device", "cuda", "--quick", "--repeats", "2", "--warmup", "1", "--models", "replknet31",
-            "--configs", "float32-channels_last,bf16-nchw", "--markdown", str(md)]
+            "--configs", "float32-channels_last,bf16-nchw", "--no-compile", "--markdown", str(md)]
     assert models.main(argv) == 0
     rows = [line for line in md.read_text().splitlines() if line.startswith("| replknet31")]
     assert len(rows) == 2
     for row in rows:
-        original, converted, ratio = (float(cell) for cell in row.split(" | ")[11:14])
+        original, converted, ratio = (float(c) for c in cells(row, "graphed train orig ms", "graphed train conv ms",
+                                                             "graphed conv/orig"))
         assert original > 0 and converted > 0, row
         assert ratio == pytest.approx(converted / original, rel=0.05, abs=0.01), row
 

@@ -1,7 +1,7 @@
 """python -m customops.benchmark.kernels: where a converted model's step time goes, kernel by kernel.
 
     python -m customops.benchmark.kernels [--device cuda|cpu] [--models mobilenet_v2,...]
-        [--configs bf16-channels_last,...] [--steps N] [--top N] [--quick]
+        [--configs bf16-channels_last,...] [--steps N] [--top N] [--quick] [--compile]
 
 For each model and configuration of `python -m customops.benchmark.models`, profiles a few training steps of the
 original and of its customops.convert'ed copy (torch.profiler) and adds up, per step, the time of each kernel by
@@ -63,13 +63,20 @@ def kernel_times(step, device: torch.device, steps: int, warmup: int = 2) -> Ker
     return KernelTimes(dict(ms), dict(calls))
 
 
-def compare(name: str, config_name: str, device: torch.device, steps: int, quick: bool) -> tuple[KernelTimes, ...]:
-    """The training step's kernel times of `name` and of its converted copy, in one configuration."""
+def compare(name: str, config_name: str, device: torch.device, steps: int, quick: bool,
+            compiled: bool = False) -> tuple[KernelTimes, ...]:
+    """The training step's kernel times of `name` and of its converted copy, in one configuration; with
+    `compiled`, of both torch.compile'd (compiled cold, as the model benchmark does)."""
     spec, config = models.MODELS[name], models.CONFIGS[config_name]
     shape = models.input_shape(spec, device, quick)
     torch.manual_seed(0)
-    original, converted, _, x = models.model_pair(spec.build(shape[1]), config, shape, device)
-    return tuple(kernel_times(models.train_step(m, x, config), device, steps) for m in (original, converted))
+    original, converted, _, x = models.model_pair(models.build_pristine(spec, shape), config, shape, device, spec)
+    pair = (original, converted)
+    if not compiled:
+        return tuple(kernel_times(models.train_step(m, x, config), device, steps) for m in pair)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        return tuple(kernel_times(models.train_step(torch.compile(m), x, config), device, steps) for m in pair)
 
 
 def report(original: KernelTimes, converted: KernelTimes, top: int, width: int) -> list[str]:
@@ -97,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--top", type=int, default=25, help="kernels listed, largest difference first")
     p.add_argument("--width", type=int, default=150, help="characters of a kernel's name shown")
     p.add_argument("--quick", action="store_true", help="batch 2 at a small resolution (a smoke test)")
+    p.add_argument("--compile", action="store_true", help="profile the torch.compile'd training steps")
     args = p.parse_args(argv)
     device = torch.device(args.device)
     names = models._names(args.models, models.MODELS, "model")
@@ -105,8 +113,8 @@ def main(argv: list[str] | None = None) -> int:
           f"({'GPU kernel time' if device.type == 'cuda' else 'operators self time'}), {args.steps} steps profiled")
     for name in names:
         for config_name in configs:
-            original, converted = compare(name, config_name, device, args.steps, args.quick)
-            print(f"== {name} {config_name}")
+            original, converted = compare(name, config_name, device, args.steps, args.quick, args.compile)
+            print(f"== {name} {config_name}{' compiled' if args.compile else ''}")
             print("\n".join(report(original, converted, args.top, args.width)), flush=True)
     return 0
 

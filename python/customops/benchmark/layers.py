@@ -107,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m customops.benchmark.layers", description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--models", default="mobilenet_v2,convnext_tiny", help=f"of {', '.join(MODELS)}")
-    p.add_argument("--configs", default=",".join(CONFIGS), help=f"of {', '.join(CONFIGS)}")
+    p.add_argument("--configs", default=",".join(MODELS["mobilenet_v2"].configs), help=f"of {', '.join(CONFIGS)}")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--batch-scale", type=float, default=1.0, help="multiply every model's default batch")
     size.add_argument("--quick", action="store_true", help="batch 2 at a small resolution (a smoke test)")

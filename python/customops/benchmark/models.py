@@ -1,13 +1,16 @@
 """python -m customops.benchmark.models: real models, original against customops.convert's, in one run.
 
-    python -m customops.benchmark.models [--device cuda|cpu] [--models mobilenet_v2,convnext_tiny,replknet31]
-        [--configs float32-nchw,...] [--batch-scale F | --quick] [--repeats N] [--markdown F.md] [--plot F.png]
+    python -m customops.benchmark.models [--device cuda|cpu] [--models mobilenet_v2,convnext_tiny,...]
+        [--configs float32-nchw,...] [--batch-scale F | --quick] [--repeats N] [--no-compile]
+        [--markdown F.md] [--plot F.png]
 
-For each model and configuration ({float32, autocast bfloat16} x {NCHW, channels_last}) it converts the
-model (customops.convert: depthwise nn.Conv2d -> customops.DepthwiseConv2d, ...), checks the converted
-model's outputs and gradients against the original's, then times a training step (zero_grad + forward +
-loss + backward; no optimizer) and an inference step (eval-mode forward under inference_mode) of both,
-alternating between them step by step. A failed check marks its row; the command then exits with 1.
+For each model and configuration ({float32, autocast bfloat16} x {NCHW, channels_last} for the image models)
+it converts the model (customops.convert: depthwise nn.Conv2d -> customops.DepthwiseConv2d, ...; the blocks of
+benchmark/blocks.py are built both ways), checks the converted model's outputs and gradients against the
+original's, eager and under torch.compile, then times a training step (zero_grad + forward + loss + backward;
+no optimizer) of both eager, replayed as a CUDA graph and torch.compile'd, and an eager inference step
+(eval-mode forward under inference_mode), alternating between original and converted step by step. A failed
+check marks its row; the command then exits with 1.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import gc
 import platform
 import statistics
 import sys
+import time
 import traceback
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -28,8 +32,9 @@ import torch
 from torch import Tensor, nn
 
 import customops
+from customops.convert import Swapped
 
-from . import replknet
+from . import blocks, replknet
 from .report import columns, markdown_table
 from .timing import median_ms
 
@@ -43,11 +48,19 @@ def device_name(device: torch.device) -> str:
 
 @dataclass(frozen=True)
 class ModelSpec:
-    build: Callable[[int], nn.Module]  # (input channels) -> model; the torchvision ones ignore it (3)
-    input: tuple[int, int]  # (channels, size) of the (batch, channels, size, size) input
-    quick_input: tuple[int, int]  # for --quick: small, but leaving the last stage more than 1x1 pixels
+    build: Callable[[int], nn.Module] | None  # (input channels) -> model; the torchvision ones ignore it (3)
+    input: tuple[int, ...]  # (channels, size) of the (batch, channels, size, size) input; a block's: its shape
+    quick_input: tuple[int, ...]  # for --quick: small, but leaving the last stage more than 1x1 pixels
     batch: dict[str, int]  # device type -> default batch
-    goal: float  # the issue's goal for the training-step ratio converted / original
+    goal: float  # the eager training-step ratio converted / original aimed at
+    configs: tuple[str, ...] = ("float32-nchw", "float32-channels_last", "bf16-nchw", "bf16-channels_last")
+    compiled_goal: dict[str, float] | None = None  # config -> compiled training-step ratio aimed at (default 1)
+    block: str | None = None  # a block of benchmark/blocks.py, built both ways instead of converted
+    quick_batch: int = 2
+    make_input: Callable[..., Tensor] = torch.randn  # (shape, device=) -> input
+
+    def compiled_goal_for(self, config: str) -> float:
+        return (self.compiled_goal or {}).get(config, 1.0)
 
 
 def _torchvision(name: str, prepare: Callable[[nn.Module], None] = lambda model: None) -> Callable[[int], nn.Module]:
@@ -73,13 +86,28 @@ def _unit_layer_scale(model: nn.Module) -> None:
                 p.fill_(1.0)
 
 
+def _unit_points(shape, device=None) -> Tensor:
+    return torch.rand(shape, device=device)  # the NeRF field's points lie in [0, 1)^3
+
+
 MODELS = {
-    "mobilenet_v2": ModelSpec(_torchvision("mobilenet_v2"), (3, 224), (3, 64), {"cuda": 128, "cpu": 8}, 1.0),
+    "mobilenet_v2": ModelSpec(_torchvision("mobilenet_v2"), (3, 224), (3, 64), {"cuda": 128, "cpu": 8}, 1.0,
+                              compiled_goal={"float32-nchw": 0.95, "bf16-channels_last": 0.97}),
     "convnext_tiny": ModelSpec(_torchvision("convnext_tiny", _unit_layer_scale), (3, 224), (3, 64),
-                               {"cuda": 64, "cpu": 4}, 0.85),
+                               {"cuda": 64, "cpu": 4}, 0.85,
+                               compiled_goal={"float32-nchw": 0.6, "float32-channels_last": 0.6,
+                                              "bf16-channels_last": 0.97}),
     # RepLKNet-31B stage 1: 128 channels at 56x56, 31x31 depthwise kernels (see replknet.py); --quick narrows it.
     "replknet31": ModelSpec(replknet.RepLKStage, (replknet.CHANNELS, replknet.RESOLUTION), (32, 16),
-                            {"cuda": 64, "cpu": 4}, 0.5),
+                            {"cuda": 64, "cpu": 4}, 0.5, compiled_goal=dict.fromkeys(
+                                ("float32-nchw", "float32-channels_last", "bf16-nchw", "bf16-channels_last"), 0.25)),
+    # Blocks (benchmark/blocks.py): one op each, the original written in plain PyTorch.
+    "clip_mlp": ModelSpec(None, (197, 768), (16, 768), {"cuda": 64, "cpu": 2}, 1.0, ("bf16", "float32"),
+                          block="clip_mlp"),
+    "decoder": ModelSpec(None, (128, 64, 64), (128, 8, 8), {"cuda": 32, "cpu": 2}, 1.0,
+                         ("bf16-channels_last", "float32-channels_last"), block="decoder"),
+    "nerf_field": ModelSpec(None, (3,), (3,), {"cuda": 2**20, "cpu": 4096}, 1.0, ("float32",), block="nerf_field",
+                            quick_batch=256, make_input=_unit_points),
 }
 
 
@@ -104,6 +132,9 @@ CONFIGS = {
     "float32-channels_last": Config(None, True),
     "bf16-nchw": Config(torch.bfloat16, False),
     "bf16-channels_last": Config(torch.bfloat16, True),
+    # For blocks whose input is not an image.
+    "float32": Config(None, False),
+    "bf16": Config(torch.bfloat16, False),
 }
 
 # The check compares each model's results with the original's run in float64: the converted model's relative
@@ -117,8 +148,10 @@ CONFIGS = {
 MARGIN = 3.0
 FLOOR = {None: 1e-5, torch.bfloat16: 1e-2}
 
-# Layers that draw random numbers in training mode; the check runs them in eval mode so that the three runs
-# (original, converted, float64 reference) draw nothing. The timed training steps keep them on.
+# Layers that draw random numbers in training mode; they run in eval mode throughout, so that the runs the
+# check compares (original, converted, float64 reference, eager and compiled) draw nothing, and so that the
+# compiled step that is checked is the one that is timed (a module's training flag is part of its graph).
+# They are a sliver of a step's work (mobilenet_v2's classifier dropout, convnext_tiny's stochastic depth).
 RANDOM_LAYERS = ("Dropout", "Dropout1d", "Dropout2d", "StochasticDepth")
 
 
@@ -131,7 +164,10 @@ class Row:
     train_ms: tuple[float, float] = (float("nan"), float("nan"))  # (original, converted)
     infer_ms: tuple[float, float] = (float("nan"), float("nan"))
     graph_ms: tuple[float, float] = (float("nan"), float("nan"))  # the training step replayed as a CUDA graph
+    compiled_ms: tuple[float, float] = (float("nan"), float("nan"))  # the training step of torch.compile'd models
+    compile_s: tuple[float, float] = (float("nan"), float("nan"))  # first compiled step (compiling fwd + bwd)
     goal: float = float("nan")
+    compiled_goal: float = float("nan")
     peak_gib: float | None = None
     check: str = ""
     ok: bool = False
@@ -148,18 +184,31 @@ class Row:
     def graph_ratio(self) -> float:
         return self.graph_ms[1] / self.graph_ms[0]
 
+    @property
+    def compiled_ratio(self) -> float:
+        return self.compiled_ms[1] / self.compiled_ms[0]
+
     def cells(self) -> tuple[str, ...]:
-        met = "met" if self.train_ratio <= self.goal else "missed"
+        def met(ratio: float, goal: float) -> str:
+            return f"<= {goal:g} " + ("met" if ratio <= goal else "missed")
+
+        def ms(values) -> tuple[str, ...]:
+            return tuple(f"{v:.2f}" if v == v else "—" for v in values)
+
         peak = "—" if self.peak_gib is None else f"{self.peak_gib:.1f}"
+        compiled_goal = met(self.compiled_ratio, self.compiled_goal) if self.compiled_ratio == self.compiled_ratio else "—"
+        compile_s = "—" if self.compile_s[0] != self.compile_s[0] else f"{self.compile_s[0]:.0f} / {self.compile_s[1]:.0f}"
         return (self.model, self.input, self.config, str(self.swapped), f"{self.train_ms[0]:.2f}",
-                f"{self.train_ms[1]:.2f}", f"{self.train_ratio:.2f}", f"<= {self.goal:g} {met}",
-                f"{self.infer_ms[0]:.2f}", f"{self.infer_ms[1]:.2f}", f"{self.infer_ratio:.2f}",
-                *(f"{v:.2f}" if v == v else "—" for v in (*self.graph_ms, self.graph_ratio)), peak, self.check)
+                f"{self.train_ms[1]:.2f}", f"{self.train_ratio:.2f}", met(self.train_ratio, self.goal),
+                *ms((*self.graph_ms, self.graph_ratio)), *ms((*self.compiled_ms, self.compiled_ratio)),
+                compiled_goal, compile_s, f"{self.infer_ms[0]:.2f}", f"{self.infer_ms[1]:.2f}",
+                f"{self.infer_ratio:.2f}", peak, self.check)
 
 
 HEADER = ("model", "input", "config", "swapped", "train orig ms", "train conv ms", "train conv/orig", "goal",
-          "infer orig ms", "infer conv ms", "infer conv/orig", "graphed train orig ms", "graphed train conv ms",
-          "graphed conv/orig", "peak GiB", "check")
+          "graphed train orig ms", "graphed train conv ms", "graphed conv/orig", "compiled train orig ms",
+          "compiled train conv ms", "compiled conv/orig", "compiled goal", "compile s orig / conv",
+          "infer orig ms", "infer conv ms", "infer conv/orig", "peak GiB", "check")
 
 
 def loss_of(output: Tensor) -> Tensor:
@@ -245,48 +294,66 @@ def full_float32() -> Iterator[None]:
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-def check_step(model: nn.Module, x: Tensor, config: Config, weights: list[str]) -> dict[str, Tensor]:
-    """What the check compares: the eval-mode output, then, in training mode, the output, the input gradient,
-    the gradients of `weights` and all parameter gradients as one vector."""
-    result: dict[str, Tensor] = {}
-    model.eval()
-    with torch.no_grad(), config.autocast_context(x.device):
-        result["eval output"] = model(x)
+def train_mode(model: nn.Module) -> nn.Module:
+    """Training mode, but for the layers that draw random numbers (RANDOM_LAYERS)."""
     model.train()
     for module in model.modules():
         if type(module).__name__ in RANDOM_LAYERS:
             module.eval()
+    return model
+
+
+def check_step(model: nn.Module, x: Tensor, config: Config, weights: list[str],
+               compiled: bool = False) -> dict[str, Tensor]:
+    """What the check compares: the eval-mode output, then, in training mode, the output, the input gradient,
+    the gradients of `weights` and all parameter gradients as one vector. A compiled model runs the timed
+    step alone (training mode, an input without gradient), so that checking compiles nothing that is not
+    timed."""
+    result: dict[str, Tensor] = {}
+    if not compiled:
+        model.eval()
+        with torch.no_grad(), config.autocast_context(x.device):
+            result["eval output"] = model(x)
+    train_mode(model)
     model.zero_grad(set_to_none=True)
-    xg = x.detach().clone().requires_grad_()
+    xg = x if compiled else x.detach().clone().requires_grad_()
     with config.autocast_context(x.device):
         output = model(xg)
     loss_of(output).backward()
-    result["train output"], result["input grad"] = output.detach(), xg.grad
-    grads = {name: p.grad for name, p in model.named_parameters() if p.grad is not None}
+    result["train output"] = output.detach()
+    if not compiled:
+        result["input grad"] = xg.grad
+    module = getattr(model, "_orig_mod", model)  # a torch.compile'd model's parameters under their own names
+    grads = {name: p.grad for name, p in module.named_parameters() if p.grad is not None}
     result |= {f"grad {name}": grads[name] for name in weights}
     result["all param grads"] = torch.cat([g.flatten().double() for _, g in sorted(grads.items())])
     model.zero_grad(set_to_none=True)
     return result
 
 
-def check(original: nn.Module, converted: nn.Module, swapped: list[str], x: Tensor, config: Config) -> tuple[str, bool]:
-    """Checks the converted model against the original (see MARGIN); returns the row's text and the verdict.
+def swapped_weights(model: nn.Module, swapped: list[str]) -> list[str]:
+    """The weights of the swapped modules that have one (a resize or an activation has none)."""
+    params = dict(model.named_parameters())
+    return [f"{name}.weight" for name in swapped if f"{name}.weight" in params]
 
-    Parameters are paired by name (convert keeps the module tree's names); single gradients are compared
-    for the swapped modules' weights, whose gradients customops computes.
-    """
-    weights = [f"{name}.weight" for name in swapped]
+
+def float64_reference(original: nn.Module, x: Tensor, config: Config, weights: list[str]) -> dict[str, Tensor]:
+    """check_step of the original model in float64 (no autocast, TF32 off)."""
     reference_model = copy.deepcopy(original).double()
     with full_float32():
-        reference = check_step(reference_model, x.double(), Config(None, config.channels_last), weights)
-        del reference_model
-        ours = check_step(original, x, config, weights)
-        theirs = check_step(converted, x, config, weights)
+        return check_step(reference_model, x.double(), Config(None, config.channels_last), weights)
+
+
+def compare(reference: dict[str, Tensor], ours: dict[str, Tensor], theirs: dict[str, Tensor],
+            config: Config) -> tuple[str, bool]:
+    """The converted model's results (`theirs`) against the original's (`ours`), each against the float64
+    reference (see MARGIN): the row's text and the verdict."""
     if ours.keys() != theirs.keys():
         raise RuntimeError(f"the converted model's parameters differ: {sorted(ours.keys() ^ theirs.keys())[:5]}")
     floor = FLOOR[config.autocast]
     failed, worst, worst_share = [], "", -1.0
-    for key, ref in reference.items():
+    for key in ours:
+        ref = reference[key]
         e_orig, e_conv = relative_difference(ours[key], ref), relative_difference(theirs[key], ref)
         bound = MARGIN * e_orig + floor
         text = f"{key}: {e_conv:.1e}, orig {e_orig:.1e}"
@@ -299,6 +366,38 @@ def check(original: nn.Module, converted: nn.Module, swapped: list[str], x: Tens
     return f"ok ({worst})", True
 
 
+def check(original: nn.Module, converted: nn.Module, swapped: list[str], x: Tensor, config: Config) -> tuple[str, bool]:
+    """Checks the converted model against the original (see MARGIN); returns the row's text and the verdict.
+
+    Parameters are paired by name (convert keeps the module tree's names); single gradients are compared
+    for the swapped modules' weights, whose gradients customops computes.
+    """
+    weights = swapped_weights(original, swapped)
+    reference = float64_reference(original, x, config, weights)
+    with full_float32():
+        ours = check_step(original, x, config, weights)
+        theirs = check_step(converted, x, config, weights)
+    return compare(reference, ours, theirs, config)
+
+
+def compiled_check(original: nn.Module, converted: nn.Module, compiled: tuple[nn.Module, nn.Module],
+                   swapped: list[str], x: Tensor, config: Config) -> tuple[str, bool, tuple[float, float]]:
+    """The check of the two torch.compile'd models (their timed training step), and the seconds each first
+    step took: compiling its forward and backward graphs, and running them once."""
+    weights = swapped_weights(original, swapped)
+    reference = float64_reference(original, x, config, weights)
+    results, seconds = [], []
+    with full_float32():
+        for model in compiled:
+            start = time.perf_counter()
+            results.append(check_step(model, x, config, weights, compiled=True))
+            if x.device.type == "cuda":
+                torch.cuda.synchronize(x.device)
+            seconds.append(time.perf_counter() - start)
+    text, ok = compare(reference, *results, config)
+    return text, ok, tuple(seconds)
+
+
 def swapped_summary(report: customops.ConversionReport) -> str:
     """'17 Conv2d -> DepthwiseConv2d, ...': the swaps counted by kind."""
     kinds: dict[str, int] = {}
@@ -308,38 +407,59 @@ def swapped_summary(report: customops.ConversionReport) -> str:
 
 
 def input_shape(spec: ModelSpec, device: torch.device, quick: bool, batch_scale: float = 1.0) -> tuple[int, ...]:
-    """The (batch, channels, size, size) input a model is benchmarked on."""
-    batch = 2 if quick else max(1, round(spec.batch[device.type] * batch_scale))
+    """The input a model is benchmarked on: (batch, channels, size, size) for an image model, (batch, *shape)
+    for a block."""
+    batch = spec.quick_batch if quick else max(1, round(spec.batch[device.type] * batch_scale))
+    if spec.block is not None:
+        return (batch, *(spec.quick_input if quick else spec.input))
     channels, size = spec.quick_input if quick else spec.input
     return (batch, channels, size, size)
 
 
-def model_pair(pristine: nn.Module, config: Config, shape: tuple[int, ...],
-               device: torch.device) -> tuple[nn.Module, nn.Module, customops.ConversionReport, Tensor]:
-    """A copy of `pristine` on `device` in the configuration's memory format, its customops.convert'ed copy, the
-    conversion's report and a random input of `shape` in that format."""
-    original = copy.deepcopy(pristine).to(device, memory_format=config.memory_format)
-    converted, report = customops.convert(original, inplace=False, return_report=True)
-    converted = converted.to(memory_format=config.memory_format)
+def build_pristine(spec: ModelSpec, shape: tuple[int, ...]) -> nn.Module | tuple[nn.Module, nn.Module, str]:
+    """What model_pair starts from: the model to convert, or a block's two versions and what was replaced."""
+    return blocks.pair(spec.block) if spec.block is not None else spec.build(shape[1])
+
+
+def model_pair(pristine, config: Config, shape: tuple[int, ...], device: torch.device,
+               spec: ModelSpec | None = None) -> tuple[nn.Module, nn.Module, customops.ConversionReport, Tensor]:
+    """A copy of `pristine` on `device` in the configuration's memory format, its customops.convert'ed copy (a
+    block's customops version), the conversion's report and a random input of `shape` in that format; both
+    models in training mode with their random layers off (RANDOM_LAYERS)."""
+    if isinstance(pristine, tuple):  # a block: both versions built, nothing for convert to find
+        block_original, block_ours, replaced = pristine
+        original = copy.deepcopy(block_original).to(device, memory_format=config.memory_format)
+        converted = copy.deepcopy(block_ours).to(device, memory_format=config.memory_format)
+        report = customops.ConversionReport()
+        report.swapped.append(Swapped(*replaced.split(" ")))
+    else:
+        original = copy.deepcopy(pristine).to(device, memory_format=config.memory_format)
+        converted, report = customops.convert(original, inplace=False, return_report=True)
+        converted = converted.to(memory_format=config.memory_format)
     torch.manual_seed(2)
-    x = torch.randn(shape, device=device).contiguous(memory_format=config.memory_format)
-    return original, converted, report, x
+    make_input = spec.make_input if spec is not None else torch.randn
+    x = make_input(shape, device=device)
+    if x.dim() == 4:
+        x = x.contiguous(memory_format=config.memory_format)
+    return train_mode(original), train_mode(converted), report, x
 
 
-def run_config(name: str, spec: ModelSpec, pristine: nn.Module, config_name: str, shape: tuple[int, ...],
-               device: torch.device, warmup: int, repeats: int) -> tuple[Row, str]:
+def run_config(name: str, spec: ModelSpec, pristine, config_name: str, shape: tuple[int, ...],
+               device: torch.device, warmup: int, repeats: int, compiled: bool = True) -> tuple[Row, str]:
     config = CONFIGS[config_name]
-    row = Row(name, "x".join(map(str, shape)), config_name, goal=spec.goal)
+    row = Row(name, "x".join(map(str, shape)), config_name, goal=spec.goal,
+              compiled_goal=spec.compiled_goal_for(config_name))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    original, converted, report, x = model_pair(pristine, config, shape, device)
+    original, converted, report, x = model_pair(pristine, config, shape, device, spec)
     row.swapped = len(report)
+    swapped = [name for name, _, _ in report.swapped]
 
-    row.check, row.ok = check(original, converted, [name for name, _, _ in report.swapped], x, config)
+    row.check, row.ok = check(original, converted, swapped, x, config)
     if row.swapped == 0:
         row.check, row.ok = "FAIL nothing swapped; " + row.check, False
 
-    original.train(), converted.train()
+    train_mode(original), train_mode(converted)
     row.train_ms = tuple(interleaved_ms([train_step(original, x, config), train_step(converted, x, config)],
                                         device, warmup, repeats))
     if device.type == "cuda":
@@ -347,12 +467,33 @@ def run_config(name: str, spec: ModelSpec, pristine: nn.Module, config_name: str
             row.graph_ms = graphed_train_ms([original, converted], x, config, warmup, repeats)
         except Exception:  # noqa: BLE001  (an uncapturable step leaves the columns empty, not the row)
             traceback.print_exc()
+    if compiled:
+        compiled_ms(row, original, converted, swapped, x, config, warmup, repeats)
     original.eval(), converted.eval()
     row.infer_ms = tuple(interleaved_ms([infer_step(original, x, config), infer_step(converted, x, config)],
                                         device, warmup, repeats))
     if device.type == "cuda":
         row.peak_gib = torch.cuda.max_memory_allocated(device) / 2**30
     return row, swapped_summary(report)
+
+
+def compiled_ms(row: Row, original: nn.Module, converted: nn.Module, swapped: list[str], x: Tensor,
+                config: Config, warmup: int, repeats: int) -> None:
+    """Fills the row's compiled columns: both models torch.compile'd (default mode), compiled cold (Inductor's
+    caches off, so the compile times compare and no graph of another run is reused), checked, then timed."""
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(force_disable_caches=True):
+        models = (torch.compile(original), torch.compile(converted))
+        text, ok, row.compile_s = compiled_check(original, converted, models, swapped, x, config)
+        row.compiled_ms = tuple(interleaved_ms([train_step(m, x, config) for m in models], x.device, warmup,
+                                               repeats))
+    if not ok:
+        row.check, row.ok = f"{row.check}; compiled: {text}", False
+    else:
+        row.check = f"{row.check}; compiled {text}"
+    for model in (original, converted):
+        model.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
 
 
 def error_row(name: str, shape: tuple[int, ...], config_name: str, spec: ModelSpec, e: Exception) -> Row:
@@ -373,12 +514,13 @@ def plot(rows: list[Row], path: str, title: str) -> None:
 
     cases = [f"{r.model}\n{r.config}" for r in rows]
     fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(rows)), 4.5))
-    width = 0.38
+    width = 0.27
     xs = range(len(rows))
-    ax.bar([i - width / 2 for i in xs], [r.train_ratio for r in rows], width, label="training step")
-    ax.bar([i + width / 2 for i in xs], [r.infer_ratio for r in rows], width, label="inference step")
-    ax.scatter([i - width / 2 for i in xs], [r.goal for r in rows], marker="_", s=300, color="black", zorder=3,
-               label="goal (training)")
+    ax.bar([i - width for i in xs], [r.train_ratio for r in rows], width, label="training step, eager")
+    ax.bar(list(xs), [r.graph_ratio for r in rows], width, label="training step, CUDA graph")
+    ax.bar([i + width for i in xs], [r.compiled_ratio for r in rows], width, label="training step, torch.compile")
+    ax.scatter([i + width for i in xs], [r.compiled_goal for r in rows], marker="_", s=200, color="black",
+               zorder=3, label="goal (compiled)")
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
     ax.set_xticks(list(xs), cases, fontsize=7, rotation=30, ha="right")
     ax.set_ylabel("converted / original time")
@@ -402,7 +544,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu",
                    help="cuda (the default where there is one) or cpu (a sanity check, small batches)")
     p.add_argument("--models", default=",".join(MODELS), help="comma-separated, of: " + ", ".join(MODELS))
-    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, of: " + ", ".join(CONFIGS))
+    p.add_argument("--configs", help="comma-separated, of: " + ", ".join(CONFIGS) + " (default: each model's own; "
+                   "a model runs those of the list it has)")
     size = p.add_mutually_exclusive_group()
     size.add_argument("--batch-scale", type=float, default=1.0, help="multiply every model's default batch")
     size.add_argument("--quick", action="store_true",
@@ -410,12 +553,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int,
                    help="timed steps per model and phase (default 20 on CUDA, 5 on CPU, 2 with --quick)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 3, 1 with --quick)")
+    p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile'd training steps")
     p.add_argument("--markdown", help="write the table as Markdown to this file")
     p.add_argument("--plot", help="write a PNG bar plot of the ratios to this file")
     args = p.parse_args(argv)
 
     device = torch.device(args.device)
-    models, configs = _names(args.models, MODELS, "model"), _names(args.configs, CONFIGS, "config")
+    models = _names(args.models, MODELS, "model")
+    configs = _names(args.configs, CONFIGS, "config") if args.configs else None
     repeats = args.repeats or (2 if args.quick else 20 if device.type == "cuda" else 5)
     warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
     try:
@@ -433,16 +578,18 @@ def main(argv: list[str] | None = None) -> int:
     for name in models:
         spec = MODELS[name]
         shape = input_shape(spec, device, args.quick, args.batch_scale)
+        model_configs = [c for c in spec.configs if configs is None or c in configs]
         torch.manual_seed(0)
         try:
-            pristine = spec.build(shape[1])
+            pristine = build_pristine(spec, shape)
         except Exception as e:  # noqa: BLE001  (torchvision missing: the other models still run)
             traceback.print_exc()
-            rows += [error_row(name, shape, c, spec, e) for c in configs]
+            rows += [error_row(name, shape, c, spec, e) for c in model_configs]
             continue
-        for config_name in configs:
+        for config_name in model_configs:
             try:
-                row, swaps[name] = run_config(name, spec, pristine, config_name, shape, device, warmup, repeats)
+                row, swaps[name] = run_config(name, spec, pristine, config_name, shape, device, warmup, repeats,
+                                              compiled=not args.no_compile)
             except Exception as e:  # noqa: BLE001  (one broken configuration must not hide the others)
                 traceback.print_exc()
                 row = error_row(name, shape, config_name, spec, e)
@@ -459,30 +606,39 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
         swapped = "; ".join(f"{m}: {s}" for m, s in swaps.items())
+        decomposed = ", ".join(f"{op} {'decomposed' if on else 'kept whole'}"
+                               for op, on in customops.inductor.decomposed().items())
         preamble = (
             f"Measured on {title}, customops {customops.__version__}, {now}.\n\n"
             f"Command: `{command}`.\n\n"
             f"Each row: the model, and its copy converted by `customops.convert` (swapped: {swapped}), "
-            "with the same weights. A training step is `zero_grad(set_to_none=True)`, forward, loss (mean of the "
-            "squared output, in float32) and backward, no optimizer; an inference step is an eval-mode forward "
-            "under `torch.inference_mode()`. bf16: `torch.autocast(dtype=torch.bfloat16)` around the forward; "
-            "channels_last: model and input in `torch.channels_last`. "
+            "with the same weights; the blocks (clip_mlp, decoder, nerf_field) are built both ways, the original "
+            "written in plain PyTorch as such models are. A training step is `zero_grad(set_to_none=True)`, "
+            "forward, loss (mean of the squared output, in float32) and backward, no optimizer; an inference "
+            "step is an eval-mode forward under `torch.inference_mode()`. Dropout and stochastic depth are off "
+            "(eval mode) throughout, so that the compiled step that is checked is the one that is timed. bf16: "
+            "`torch.autocast(dtype=torch.bfloat16)` around the forward; channels_last: model and input in "
+            "`torch.channels_last`. "
             f"Times are medians of {repeats} steps after {warmup} warm-up step(s), original and converted "
             "alternating step by step (CUDA events on GPU, wall clock on CPU), with PyTorch's defaults "
             f"(cuDNN TF32 {torch.backends.cudnn.allow_tf32}, cudnn.benchmark {torch.backends.cudnn.benchmark}); "
             "graphed: the same training step captured once as a CUDA graph (autocast's cast cache off, as graphs "
             "need) and replayed, timed the same way: the GPU's time alone, with no host work between kernels "
             "(on a host slower than its GPU the eager step's time is the host's). "
-            "conv/orig below 1 means the converted model is faster; goal: the issue's target for the training "
-            "ratio. peak GiB: the most memory allocated on the GPU while the row ran; "
+            "compiled: both models `torch.compile`d (default mode; Inductor's caches off, so that each compiles "
+            f"cold; customops.inductor: {decomposed}), timed the same way; compile s: the first compiled step "
+            "of each, compiling its forward and backward graphs. "
+            "conv/orig below 1 means the converted model is faster; goal and compiled goal: the ratios aimed "
+            "at. peak GiB: the most memory allocated on the GPU while the row ran; "
             "peak GiB includes the check's float64 copy of the original. "
-            "Check (before timing, TF32 off): the eval-mode output, and in training mode (batch statistics; "
-            "dropout and stochastic depth off) the output, the input gradient, each swapped module's weight "
-            "gradient and all parameter gradients as one vector, of the original and the converted model in the "
-            "row's configuration and of the original in float64; for each, the converted model's relative error "
+            "Check (before timing, TF32 off): the eval-mode output, and in training mode (batch statistics) "
+            "the output, the input gradient, each swapped module's weight gradient and all parameter gradients "
+            "as one vector, of the original and the converted model in the row's configuration and of the "
+            "original in float64; for each, the converted model's relative error "
             f"||converted - float64|| / ||float64|| must stay under {MARGIN:g} x the original's + "
-            f"{FLOOR[None]:.0e} (float32) or + {FLOOR[torch.bfloat16]:.0e} (bf16); the cell gives the errors of the "
-            "quantity closest to its bound (of the first failing one, on failure).")
+            f"{FLOOR[None]:.0e} (float32) or + {FLOOR[torch.bfloat16]:.0e} (bf16); the compiled models likewise "
+            "(their timed step: training-mode output and parameter gradients). The cell gives the errors of "
+            "the quantity closest to its bound (of the first failing one, on failure).")
         with open(args.markdown, "w") as f:
             f.write(markdown(rows, preamble))
     if args.plot:

@@ -1,0 +1,112 @@
+"""Blocks of real models in which one customops op replaces the PyTorch code such models are written with,
+for the model benchmark (``python -m customops.benchmark.models --models clip_mlp,decoder,nerf_field``).
+
+Each block is built twice with the same weights: the original, as the model's authors wrote it in plain
+PyTorch, and the customops version. ``customops.convert`` has nothing to swap here (the originals are
+expressions, not ``nn.Module`` layers it recognises), so each block says what it replaced.
+
+- CLIP's MLP (ViT-B/16): Linear 768 -> 3072, QuickGELU written as ``x * torch.sigmoid(1.702 * x)``,
+  Linear 3072 -> 768, on (batch, 197 tokens, 768).
+- A decoder stage: bilinear x2 (``nn.Upsample``), ReLU, 3x3 convolution, 128 channels at 64x64.
+- A NeRF field: a dense grid of 32 features, 8 corners gathered per point and blended trilinearly (written
+  out as in NeRF codebases), then a small MLP; the input is a batch of points.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+import customops
+
+
+class QuickGELURef(nn.Module):
+    """CLIP's QuickGELU, as in the original code."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return x * torch.sigmoid(1.702 * x)
+
+
+class ClipMLP(nn.Module):
+    def __init__(self, act: nn.Module, width: int = 768) -> None:
+        super().__init__()
+        self.c_fc = nn.Linear(width, 4 * width)
+        self.gelu = act
+        self.c_proj = nn.Linear(4 * width, width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Decoder(nn.Module):
+    def __init__(self, up: nn.Module, channels: int = 128) -> None:
+        super().__init__()
+        self.up = up
+        self.act = nn.ReLU()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.conv(self.act(self.up(x)))
+
+
+def trilinear_ref(feats: Tensor, points: Tensor) -> Tensor:
+    """Trilinear blending as NeRF codebases write it: feats (N, 8, F), points (N, 3) in [-1, 1]."""
+    u, v, w = ((points + 1) / 2).unbind(-1)
+    u, v, w = u[:, None], v[:, None], w[:, None]
+    f = feats.unbind(1)
+    return ((1 - u) * ((1 - v) * ((1 - w) * f[0] + w * f[1]) + v * ((1 - w) * f[2] + w * f[3]))
+            + u * ((1 - v) * ((1 - w) * f[4] + w * f[5]) + v * ((1 - w) * f[6] + w * f[7])))
+
+
+class NerfField(nn.Module):
+    """Points (N, 3) in [0, 1)^3 -> (N, 4): grid features interpolated trilinearly, then an MLP."""
+
+    def __init__(self, interpolate, resolution: int = 64, features: int = 32, hidden: int = 64) -> None:
+        super().__init__()
+        self.interpolate = interpolate
+        self.resolution = resolution
+        self.grid = nn.Parameter(torch.randn(resolution + 1, resolution + 1, resolution + 1, features) * 0.1)
+        self.mlp = nn.Sequential(nn.Linear(features, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, 4))
+        corners = torch.tensor([[(k >> 2) & 1, (k >> 1) & 1, k & 1] for k in range(8)])
+        self.register_buffer("corners", corners, persistent=False)
+
+    def forward(self, points: Tensor) -> Tensor:
+        scaled = points * self.resolution
+        cell = scaled.floor().clamp(0, self.resolution - 1)
+        local = (scaled - cell) * 2 - 1  # [-1, 1] within the cell
+        index = cell.long()[:, None, :] + self.corners  # (N, 8, 3)
+        feats = self.grid[index[..., 0], index[..., 1], index[..., 2]]  # (N, 8, F)
+        return self.mlp(self.interpolate(feats, local.to(feats.dtype)))
+
+
+def clip_mlp(original: bool) -> nn.Module:
+    return ClipMLP(QuickGELURef() if original else customops.QuickGELU())
+
+
+def decoder(original: bool) -> nn.Module:
+    up = (nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False) if original
+          else customops.UpsampleBilinear2d(scale_factor=2))
+    return Decoder(up)
+
+
+def nerf_field(original: bool) -> nn.Module:
+    return NerfField(trilinear_ref if original else customops.trilinear_interpolation)
+
+
+# name -> (builder, "module-name original replacement": what the customops version replaced)
+BLOCKS = {
+    "clip_mlp": (clip_mlp, "gelu QuickGELURef QuickGELU"),
+    "decoder": (decoder, "up Upsample UpsampleBilinear2d"),
+    "nerf_field": (nerf_field, "interpolate trilinear_ref trilinear_interpolation"),
+}
+
+
+def pair(name: str) -> tuple[nn.Module, nn.Module, str]:
+    """The original block, the customops one with the same weights, and what was replaced (the replaced
+    module's name, the original's class or function and the customops one's)."""
+    build, replaced = BLOCKS[name]
+    original = build(True)
+    ours = build(False)
+    ours.load_state_dict(original.state_dict())
+    return original, ours, replaced
