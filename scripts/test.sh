@@ -24,8 +24,12 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
 fi
 
 source "$ROOT/scripts/install.sh"
-# The venv has scikit-build-core (requirements/common.txt): the pip wheel test must run, not skip.
-if [[ -n "${VENV:-}" ]]; then export CUSTOMOPS_REQUIRE_PIP_TEST=1; fi
+# The venv has scikit-build-core, onnx and the docs' packages (requirements/common.txt): the tests that need
+# them must run, not skip.
+if [[ -n "${VENV:-}" ]]; then
+  export CUSTOMOPS_REQUIRE_PIP_TEST=1 CUSTOMOPS_REQUIRE_DOCS_TEST=1
+  "$PYTHON" -c 'import onnx, onnxscript, onnxruntime' || { echo "customops: the venv lacks the onnx extra" >&2; exit 1; }
+fi
 "$PYTHON" -c 'import torch; print(f"customops: testing against torch {torch.__version__} ({__import__("sys").executable})")'
 
 status=0

@@ -44,12 +44,18 @@ _UPSAMPLE_TYPES = (nn.Upsample, nn.UpsamplingBilinear2d, nn.UpsamplingNearest2d)
 
 
 class Swapped(NamedTuple):
+    """A module that :func:`customops.convert` replaced: its qualified ``name``, and the class names of the ``old``
+    module and of the ``new`` one."""
+
     name: str  # qualified name, as in model.named_modules() ("" for the model itself)
     old: str  # class name of the replaced module
     new: str  # class name of its replacement
 
 
 class Skipped(NamedTuple):
+    """A convertible kind of layer that :func:`customops.convert` left alone: its qualified ``name``, its class name
+    ``cls``, and the ``reason``."""
+
     name: str
     cls: str
     reason: str

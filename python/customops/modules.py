@@ -13,7 +13,7 @@ from . import functional as F
 
 
 class QuickGELU(nn.Module):
-    r"""Applies :func:`customops.quick_gelu` elementwise: :math:`x \cdot \sigma(1.702\,x)`.
+    r"""Applies :func:`customops.quick_gelu` elementwise: ``x * sigmoid(1.702 * x)``.
 
     A drop-in for ``nn.GELU()`` in models trained with the sigmoid approximation
     (CLIP's ``QuickGELU``).

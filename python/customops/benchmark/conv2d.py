@@ -1,6 +1,6 @@
 """python -m customops.benchmark.conv2d: conv2d's two CUDA algorithms against cuDNN, in one run.
 
-For the convolutions of ResNet-50, ResNeXt and a stem (the conv2d issue's table) and the benchmark table's
+For the convolutions of ResNet-50, ResNeXt and a stem (the shapes conv2d's algorithms were tuned on) and the benchmark table's
 256->256 3x3 case, times customops.conv2d forward and forward+backward (input and weight gradients) with the
 implicit-GEMM path or the direct grouped and stem kernels (the default where they apply) and with
 CUSTOMOPS_CONV2D_ALGO=explicit (im2col + cuBLAS), against F.conv2d / aten.convolution_backward (cuDNN) on the same tensors, and prints ours / cuDNN, per call

@@ -6,7 +6,7 @@ float32, float16 and bfloat16: the forward, the input gradient and the weight gr
 CUSTOMOPS_DEPTHWISE_ALGO=rows (the row-streaming kernels), and cuDNN's
 (F.conv2d / aten.convolution_backward), each as GPU time per call with the calls queued back to back, so no
 launch gap is counted. The forward's share of the copy bandwidth (input + output bytes over the time, against a
-device copy measured in the same run) is the issue's measure. `--only WORD` keeps the cases whose name holds WORD."""
+device copy measured in the same run) is the measure of a pass. `--only WORD` keeps the cases whose name holds WORD."""
 
 from __future__ import annotations
 

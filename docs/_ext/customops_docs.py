@@ -1,0 +1,120 @@
+"""Sphinx directives that write tables from the loaded customops library at build time.
+
+``customops-schemas``
+    every ``torch.ops.customops`` operator: its schema (``torch.ops.customops.<op>.default._schema``) and tags.
+``customops-dispatch-keys``
+    which dispatch keys have a kernel for each operator.
+
+Both read the dispatcher of this process, so the tables always match the library the site was built with
+(its version and torch are stated under each table); nothing is copied by hand. ``conf.py`` has imported
+customops (and so loaded the library) before this module is used.
+"""
+
+from __future__ import annotations
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util.docutils import SphinxDirective
+
+# The keys each family's registration file registers (registration/<family>.cpp), and the one customops.func
+# registers from Python for torch.func transforms.
+DISPATCH_KEYS = ("CPU", "CUDA", "Meta", "Autograd", "AutocastCPU", "AutocastCUDA", "FuncTorchDynamicLayerFrontMode")
+KEY_TITLES = {"FuncTorchDynamicLayerFrontMode": "torch.func"}
+
+
+def customops_op_names() -> list[str]:
+    """``customops::<op>`` names of every registered customops operator, sorted."""
+    import torch
+
+    names = sorted(n for n in torch._C._dispatch_get_all_op_names() if n.startswith("customops::"))
+    if not names:
+        raise RuntimeError("docs: no customops operators are registered: the library did not load")
+    return names
+
+
+def _op(name: str):
+    import torch
+
+    return getattr(torch.ops.customops, name.split("::", 1)[1])
+
+
+def _built_with() -> str:
+    import torch
+
+    import customops
+
+    info = customops.build_info()
+    cuda = "with CUDA kernels" if info.get("cuda") else "without CUDA kernels"
+    return (f"Generated when this site was built, from the loaded library (customops {customops.__version__}, "
+            f"built against torch {info.get('torch_version', torch.__version__)}, {cuda}).")
+
+
+def _table(headers: list[str], rows: list[list[nodes.Node]], widths: list[int], classes: list[str]) -> nodes.table:
+    table = nodes.table(classes=["colwidths-given", *classes])
+    group = nodes.tgroup(cols=len(headers))
+    table += group
+    for width in widths:
+        group += nodes.colspec(colwidth=width)
+    head = nodes.thead()
+    group += head
+    row = nodes.row()
+    for title in headers:
+        row += nodes.entry("", nodes.paragraph(text=title))
+    head += row
+    body = nodes.tbody()
+    group += body
+    for cells in rows:
+        row = nodes.row()
+        for cell in cells:
+            entry = nodes.entry()
+            entry += cell if isinstance(cell, nodes.paragraph) else nodes.paragraph("", "", cell)
+            row += entry
+        body += row
+    return table
+
+
+class SchemasDirective(SphinxDirective):
+    """A table of every customops operator's schema and tags."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        rows = []
+        for name in customops_op_names():
+            packet = _op(name)
+            for overload in packet.overloads():
+                op = getattr(packet, overload)
+                qualified = f"torch.ops.customops.{name.split('::', 1)[1]}"
+                if overload != "default":
+                    qualified += f".{overload}"
+                schema = str(op._schema)
+                tags = ", ".join(sorted(str(t).split(".")[-1].removesuffix("_tag") for t in op.tags)) or "-"
+                rows.append([nodes.literal(text=qualified), nodes.literal(text=schema), nodes.Text(tags)])
+        return [_table(["operator", "schema", "tags"], rows, [22, 66, 12], ["customops-schemas"]),
+                nodes.paragraph(text=_built_with())]
+
+
+class DispatchKeysDirective(SphinxDirective):
+    """A table of the dispatch keys that have a kernel for each customops operator."""
+
+    has_content = False
+
+    def run(self) -> list[nodes.Node]:
+        import torch
+
+        rows = []
+        for name in customops_op_names():
+            cells: list[nodes.Node] = [nodes.literal(text=name)]
+            for key in DISPATCH_KEYS:
+                has = torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
+                cells.append(nodes.Text("yes" if has else "-"))
+            rows.append(cells)
+        headers = ["operator", *(KEY_TITLES.get(k, k) for k in DISPATCH_KEYS)]
+        return [_table(headers, rows, [30] + [10] * len(DISPATCH_KEYS), ["customops-dispatch-keys"]),
+                nodes.paragraph(text=_built_with())]
+
+
+def setup(app: Sphinx) -> dict:
+    app.add_directive("customops-schemas", SchemasDirective)
+    app.add_directive("customops-dispatch-keys", DispatchKeysDirective)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
