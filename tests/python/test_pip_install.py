@@ -5,7 +5,8 @@ project), installs it with --no-deps into a new venv that sees this environment'
 (no 3 GB download), runs an op there from a neutral directory, runs an installed C++
 runner, and builds the find_package consumer (tests/cpp/consumer) against the installed
 package. The wheel compiles the whole project again, CUDA kernels included where nvcc is found
-(7 min 10 s on a 2-core machine shared with other builds; CUSTOMOPS_WHEEL_CUDA=OFF leaves them out).
+(7 min 10 s on a 2-core machine shared with other builds; CUSTOMOPS_WHEEL_CUDA=OFF leaves them out), unless
+CUSTOMOPS_WHEEL_BUILD_DIR names an editable install's build directory to reuse (scripts/test.sh does).
 CUSTOMOPS_TEST_WHEEL=path tests a wheel built beforehand instead. Deselect with `-m "not pip"`.
 """
 
@@ -56,10 +57,16 @@ def wheel(tmp_path_factory):
     _require_build_backend()
     tmp = tmp_path_factory.mktemp("pip")
     cuda = os.environ.get("CUSTOMOPS_WHEEL_CUDA", "AUTO")
+    # CUSTOMOPS_WHEEL_BUILD_DIR: the build directory of an editable install of this source tree into this
+    # environment (scripts/test.sh passes its own), configured as that install configured it, so that the
+    # wheel reuses its objects instead of compiling the whole project a second time.
+    reuse = os.environ.get("CUSTOMOPS_WHEEL_BUILD_DIR")
+    build_args = (["-C", f"build-dir={reuse}", "-C", "cmake.define.CUSTOMOPS_BUILD_TESTS=ON",
+                   "-C", f"cmake.define.CUSTOMOPS_PYTHON={sys.executable}"] if reuse
+                  else ["-C", f"build-dir={tmp / 'build'}"])
     start = time.perf_counter()
-    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", tmp / "dist",
-          "-C", f"build-dir={tmp / 'build'}", "-C", f"cmake.define.CUSTOMOPS_WITH_CUDA={cuda}", ROOT],
-         timeout=3600)
+    _run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", tmp / "dist", *build_args,
+          "-C", f"cmake.define.CUSTOMOPS_WITH_CUDA={cuda}", ROOT], timeout=3600)
     print(f"\nwheel built in {time.perf_counter() - start:.0f} s (CUSTOMOPS_WITH_CUDA={cuda})", file=sys.stderr)
     (path,) = (tmp / "dist").glob("customops-*.whl")
     return path
