@@ -9,6 +9,7 @@
 #include <array>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
@@ -67,7 +68,8 @@ Shape<Int> check(const char* op, bool depthwise, const at::Tensor& input, const 
                 ") to divide the input's channels (", C, ")");
     TORCH_CHECK(checks::holds(ws[0] % groups == 0), "customops::", op, ": expected groups (", groups,
                 ") to divide weight's output channels (", ws[0], ")");
-    TORCH_CHECK(checks::holds(ws[1] * groups == C), "customops::", op, ": expected weight's dimension 1 (", ws[1],
+    // C / groups, not ws[1] * groups: a huge groups would wrap the product.
+    TORCH_CHECK(checks::holds(ws[1] == C / groups), "customops::", op, ": expected weight's dimension 1 (", ws[1],
                 ") to be the input's channels (", C, ") / groups (", groups, ")");
   }
   if (bias.has_value() && bias->defined()) {
@@ -84,6 +86,20 @@ Shape<Int> check(const char* op, bool depthwise, const at::Tensor& input, const 
   const fold::Window& w = *window;
   const Int out_h = fold::positions<Int>(op, "height", H, w.kh, w.dh, w.ph, w.sh);
   const Int out_w = fold::positions<Int>(op, "width", W, w.kw, w.dw, w.pw, w.sw);
+  checks::result_fits<Int>(op, std::vector<Int>{N, ws[0], out_h, out_w}, input,
+                           "input, weight, padding, stride and dilation");
+  // The dilation along an axis of one tap changes nothing (not the output
+  // size either); set to 1, a huge value given there cannot overflow the
+  // kernels' window arithmetic (dilation * row pitch, rows chained dilation /
+  // stride apart: heap corruption in the CPU depthwise kernels with dilation
+  // 2^63 - 1 over a filter of height 1) nor truncate to a CUDA kernel's 32-bit
+  // parameters.
+  if (window->kh == 1) window->dh = 1;
+  if (window->kw == 1) window->dw = 1;
+  // The kernels make dense copies of expanded arguments.
+  checks::dense_fits(op, "input", input);
+  checks::dense_fits(op, "weight", weight);
+  if (bias.has_value()) checks::dense_fits(op, "bias", *bias);
   return {N, C, H, W, ws[0], out_h, out_w, batched};
 }
 

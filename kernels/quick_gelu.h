@@ -38,6 +38,7 @@ namespace checks {
 
 inline void quick_gelu(const at::Tensor& x) {
   floating("quick_gelu", "x", x);
+  dense_fits("quick_gelu", "x", x);
 }
 
 inline void quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x) {
@@ -46,6 +47,8 @@ inline void quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x)
   same_device("quick_gelu_backward", "grad_out", grad_out, "x", x);
   same_dtype("quick_gelu_backward", "grad_out", grad_out, "x", x);
   same_shape("quick_gelu_backward", "grad_out", grad_out, "x", x);
+  dense_fits("quick_gelu_backward", "x", x);
+  dense_fits("quick_gelu_backward", "grad_out", grad_out);
 }
 
 } // namespace checks

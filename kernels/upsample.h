@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
@@ -112,6 +114,18 @@ void check_size(const char* op, const char* arg, c10::ArrayRef<Int> size) {
               size.size());
   TORCH_CHECK(holds(size[0] > 0) && holds(size[1] > 0), "customops::", op, ": expected ", arg, " to be positive, got [",
               size[0], ", ", size[1], "]");
+}
+
+// The result (N, C, size) of t (N, C, H, W) must be describable (checks::sizes_fit).
+template <typename Int>
+void check_result(const char* op, const char* arg, const at::Tensor& t, c10::ArrayRef<Int> size) {
+  std::vector<Int> sizes;
+  if constexpr (std::is_same_v<Int, c10::SymInt>) {
+    sizes = {t.sym_size(0), t.sym_size(1), size[0], size[1]};
+  } else {
+    sizes = {t.size(0), t.size(1), size[0], size[1]};
+  }
+  checks::result_fits<Int>(op, sizes, t, arg);
 }
 
 // The layout results take: channels_last for a channels_last input, as

@@ -153,8 +153,18 @@ bool records(const at::Tensor& x, const at::Tensor& w, const std::optional<at::T
          (x.requires_grad() || w.requires_grad() || (b.has_value() && b->defined() && b->requires_grad()));
 }
 
+// None for a tensor fails here with its name, before autograd's bookkeeping
+// would fail on it with a message that names nothing.
+void check_defined(const char* op, const at::Tensor& x, const at::Tensor& w, const at::Tensor& g = {},
+                   bool has_g = false) {
+  if (has_g) checks::defined(op, "grad_out", g);
+  checks::defined(op, "input", x);
+  checks::defined(op, "weight", w);
+}
+
 at::Tensor conv2d_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
                            at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups) {
+  check_defined("conv2d", x, w);
   if (!records(x, w, b)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return Conv2dOps::forward(x, w, b, s, p, d, groups);
@@ -167,6 +177,7 @@ at::Tensor conv2d_autograd(const at::Tensor& x, const at::Tensor& w, const std::
 detail::Grads conv2d_backward_autograd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w,
                                        at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, int64_t groups,
                                        Mask mask) {
+  check_defined("conv2d_backward", x, w, g, true);
   if (!records(x, w, g)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return Conv2dOps::backward(g, x, w, s, p, d, groups, mask);
@@ -176,6 +187,7 @@ detail::Grads conv2d_backward_autograd(const at::Tensor& g, const at::Tensor& x,
 
 at::Tensor depthwise_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
                               at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d) {
+  check_defined("depthwise_conv2d", x, w);
   if (!records(x, w, b)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return DepthwiseOps::forward(x, w, b, s, p, d, 1);
@@ -185,6 +197,7 @@ at::Tensor depthwise_autograd(const at::Tensor& x, const at::Tensor& w, const st
 
 detail::Grads depthwise_backward_autograd(const at::Tensor& g, const at::Tensor& x, const at::Tensor& w,
                                           at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, Mask mask) {
+  check_defined("depthwise_conv2d_backward", x, w, g, true);
   if (!records(x, w, g)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return DepthwiseOps::backward(g, x, w, s, p, d, 1, mask);

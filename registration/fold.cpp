@@ -62,47 +62,143 @@ class FoldFunction : public torch::autograd::Function<FoldFunction> {
   }
 };
 
+// The ops' and arguments' names, for messages.
+constexpr char kIm2col[] = "im2col", kCol2im[] = "col2im", kIm2colBackward[] = "im2col_backward",
+               kCol2imBackward[] = "col2im_backward", kInput[] = "input", kGradOut[] = "grad_out",
+               kOutputSize[] = "output_size", kInputSize[] = "input_size";
+
+// The autograd kernels serve two ops each, and call im2col and col2im below
+// autograd whichever was called: `op`, `arg` and `size_arg` name the op called
+// and its arguments, and its arguments are checked here under those names
+// (None among them too, which autograd's bookkeeping would fail on with a
+// message naming nothing). Symbolic sizes pass; the kernels check them.
+template <const char* op, const char* arg>
 at::Tensor unfold_autograd(const at::Tensor& input, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
                            at::IntArrayRef s) {
+  checks::defined(op, arg, input);
+  fold::im2col_sizes<c10::SymInt>(op, arg, input, fold::window(op, k, d, p, s));
   return UnfoldFunction::apply(input, k, d, p, s);
 }
 
+template <const char* op, const char* arg, const char* size_arg>
 at::Tensor fold_autograd(const at::Tensor& input, c10::SymIntArrayRef size, at::IntArrayRef k, at::IntArrayRef d,
                          at::IntArrayRef p, at::IntArrayRef s) {
+  checks::defined(op, arg, input);
+  fold::col2im_sizes<c10::SymInt>(op, arg, size_arg, input, size, fold::window(op, k, d, p, s));
   return FoldFunction::apply(input, size, k, d, p, s);
+}
+
+// Each backend's kernels are those of im2col and col2im, whose messages name
+// im2col's and col2im's arguments: the entry points below check the arguments
+// under the names of the op called first. The fold entry points take the size
+// as SymInts, as the schema does: a size below -2^62 is a SymInt that the
+// dispatcher cannot hand to a kernel taking int64_t (its message names no
+// argument), so it is checked here, and only then made concrete.
+
+using UnfoldKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
+                                    at::IntArrayRef);
+using FoldKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
+                                  at::IntArrayRef, at::IntArrayRef);
+
+template <const char* op, const char* arg>
+at::Tensor unfold_checked(UnfoldKernel kernel, const at::Tensor& input, at::IntArrayRef k, at::IntArrayRef d,
+                          at::IntArrayRef p, at::IntArrayRef s) {
+  fold::im2col_sizes<int64_t>(op, arg, input, fold::window(op, k, d, p, s));
+  return kernel(input, k, d, p, s);
+}
+
+template <const char* op, const char* arg, const char* size_arg>
+at::Tensor fold_checked(FoldKernel kernel, const at::Tensor& input, c10::SymIntArrayRef size, at::IntArrayRef k,
+                        at::IntArrayRef d, at::IntArrayRef p, at::IntArrayRef s) {
+  fold::col2im_sizes<c10::SymInt>(op, arg, size_arg, input, size, fold::window(op, k, d, p, s));
+  return kernel(input, C10_AS_INTARRAYREF_SLOW(size), k, d, p, s);
+}
+
+// The best CPU build's kernels, picked once.
+UnfoldKernel cpu_im2col() {
+  static const UnfoldKernel kernel = CUSTOMOPS_CPU_KERNEL(im2col);
+  return kernel;
+}
+FoldKernel cpu_col2im() {
+  static const FoldKernel kernel = CUSTOMOPS_CPU_KERNEL(col2im);
+  return kernel;
+}
+
+template <const char* op, const char* arg>
+at::Tensor unfold_cpu(const at::Tensor& input, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
+                      at::IntArrayRef s) {
+  return unfold_checked<op, arg>(cpu_im2col(), input, k, d, p, s);
+}
+
+template <const char* op, const char* arg, const char* size_arg>
+at::Tensor fold_cpu(const at::Tensor& input, c10::SymIntArrayRef size, at::IntArrayRef k, at::IntArrayRef d,
+                    at::IntArrayRef p, at::IntArrayRef s) {
+  return fold_checked<op, arg, size_arg>(cpu_col2im(), input, size, k, d, p, s);
+}
+
+#if defined(CUSTOMOPS_WITH_CUDA)
+template <const char* op, const char* arg>
+at::Tensor unfold_cuda(const at::Tensor& input, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
+                       at::IntArrayRef s) {
+  return unfold_checked<op, arg>(&cuda::im2col, input, k, d, p, s);
+}
+
+template <const char* op, const char* arg, const char* size_arg>
+at::Tensor fold_cuda(const at::Tensor& input, c10::SymIntArrayRef size, at::IntArrayRef k, at::IntArrayRef d,
+                     at::IntArrayRef p, at::IntArrayRef s) {
+  return fold_checked<op, arg, size_arg>(&cuda::col2im, input, size, k, d, p, s);
+}
+#endif
+
+template <const char* op, const char* arg>
+at::Tensor unfold_meta(const at::Tensor& input, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
+                       at::IntArrayRef s) {
+  fold::im2col_sizes<c10::SymInt>(op, arg, input, fold::window(op, k, d, p, s));
+  return meta::im2col(input, k, d, p, s);
+}
+
+template <const char* op, const char* arg, const char* size_arg>
+at::Tensor fold_meta(const at::Tensor& input, c10::SymIntArrayRef size, at::IntArrayRef k, at::IntArrayRef d,
+                     at::IntArrayRef p, at::IntArrayRef s) {
+  fold::col2im_sizes<c10::SymInt>(op, arg, size_arg, input, size, fold::window(op, k, d, p, s));
+  return meta::col2im(input, size, k, d, p, s);
 }
 
 } // namespace
 } // namespace customops
 
 TORCH_LIBRARY_IMPL(customops, CPU, m) {
-  m.impl("im2col", CUSTOMOPS_CPU_KERNEL(im2col));
-  m.impl("col2im_backward", CUSTOMOPS_CPU_KERNEL(im2col));
-  m.impl("col2im", CUSTOMOPS_CPU_KERNEL(col2im));
-  m.impl("im2col_backward", CUSTOMOPS_CPU_KERNEL(col2im));
+  using namespace customops;
+  m.impl("im2col", &unfold_cpu<kIm2col, kInput>);
+  m.impl("col2im_backward", &unfold_cpu<kCol2imBackward, kGradOut>);
+  m.impl("col2im", &fold_cpu<kCol2im, kInput, kOutputSize>);
+  m.impl("im2col_backward", &fold_cpu<kIm2colBackward, kGradOut, kInputSize>);
 }
 
 #if defined(CUSTOMOPS_WITH_CUDA)
 TORCH_LIBRARY_IMPL(customops, CUDA, m) {
-  m.impl("im2col", &customops::cuda::im2col);
-  m.impl("col2im_backward", &customops::cuda::im2col);
-  m.impl("col2im", &customops::cuda::col2im);
-  m.impl("im2col_backward", &customops::cuda::col2im);
+  using namespace customops;
+  m.impl("im2col", &unfold_cuda<kIm2col, kInput>);
+  m.impl("col2im_backward", &unfold_cuda<kCol2imBackward, kGradOut>);
+  m.impl("col2im", &fold_cuda<kCol2im, kInput, kOutputSize>);
+  m.impl("im2col_backward", &fold_cuda<kIm2colBackward, kGradOut, kInputSize>);
 }
 #endif
 
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
-  m.impl("im2col", &customops::meta::im2col);
-  m.impl("col2im_backward", &customops::meta::im2col);
-  m.impl("col2im", &customops::meta::col2im);
-  m.impl("im2col_backward", &customops::meta::col2im);
+  using namespace customops;
+  m.impl("im2col", &unfold_meta<kIm2col, kInput>);
+  m.impl("col2im_backward", &unfold_meta<kCol2imBackward, kGradOut>);
+  m.impl("col2im", &fold_meta<kCol2im, kInput, kOutputSize>);
+  m.impl("im2col_backward", &fold_meta<kIm2colBackward, kGradOut, kInputSize>);
 }
 
 TORCH_LIBRARY_IMPL(customops, Autograd, m) {
-  m.impl("im2col", &customops::unfold_autograd);
-  m.impl("col2im_backward", &customops::unfold_autograd);
-  m.impl("col2im", &customops::fold_autograd);
-  m.impl("im2col_backward", &customops::fold_autograd);
+  using namespace customops;
+  m.impl("im2col", &unfold_autograd<kIm2col, kInput>);
+  m.impl("col2im_backward", &unfold_autograd<kCol2imBackward, kGradOut>);
+  m.impl("col2im", &fold_autograd<kCol2im, kInput, kOutputSize>);
+  m.impl("im2col_backward", &fold_autograd<kIm2colBackward, kGradOut, kInputSize>);
 }
 
 // Autocast: im2col and col2im run in their input's dtype, as F.unfold and F.fold do.

@@ -58,10 +58,14 @@ class QuickGeluBackwardFunction : public torch::autograd::Function<QuickGeluBack
 };
 
 at::Tensor quick_gelu_autograd(const at::Tensor& x) {
+  // None fails here with its name, not in autograd's bookkeeping.
+  checks::defined("quick_gelu", "x", x);
   return QuickGeluFunction::apply(x);
 }
 
 at::Tensor quick_gelu_backward_autograd(const at::Tensor& grad_out, const at::Tensor& x) {
+  checks::defined("quick_gelu_backward", "grad_out", grad_out);
+  checks::defined("quick_gelu_backward", "x", x);
   return QuickGeluBackwardFunction::apply(grad_out, x);
 }
 

@@ -136,6 +136,9 @@ class TrilinearBackwardFunction : public torch::autograd::Function<TrilinearBack
 };
 
 at::Tensor trilinear_autograd(const at::Tensor& feats, const at::Tensor& points) {
+  // None fails here with its name, not in autograd's bookkeeping.
+  checks::defined("trilinear_interpolation", "feats", feats);
+  checks::defined("trilinear_interpolation", "points", points);
   if (!at::GradMode::is_enabled() || !(feats.requires_grad() || points.requires_grad())) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return detail::trilinear_interpolation_op().call(feats, points);
@@ -145,6 +148,9 @@ at::Tensor trilinear_autograd(const at::Tensor& feats, const at::Tensor& points)
 
 detail::TrilinearGrads trilinear_backward_autograd(const at::Tensor& g, const at::Tensor& feats,
                                                    const at::Tensor& points, Mask mask) {
+  checks::defined("trilinear_interpolation_backward", "grad_out", g);
+  checks::defined("trilinear_interpolation_backward", "feats", feats);
+  checks::defined("trilinear_interpolation_backward", "points", points);
   return TrilinearBackwardFunction::apply(g, feats, points, mask);
 }
 

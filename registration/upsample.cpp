@@ -58,6 +58,7 @@ class ResizeBackwardFunction : public torch::autograd::Function<ResizeBackwardFu
 };
 
 at::Tensor resize_autograd(const at::Tensor& input, c10::SymIntArrayRef size, c10::string_view mode) {
+  checks::defined("upsample_bilinear2d", "input", input);
   if (!at::GradMode::is_enabled() || !input.requires_grad()) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return detail::upsample_bilinear2d_op().call(input, size, mode);
@@ -66,21 +67,54 @@ at::Tensor resize_autograd(const at::Tensor& input, c10::SymIntArrayRef size, c1
 }
 
 at::Tensor resize_backward_autograd(const at::Tensor& grad_out, c10::SymIntArrayRef size, c10::string_view mode) {
+  checks::defined("upsample_bilinear2d_backward", "grad_out", grad_out);
   return ResizeBackwardFunction::apply(grad_out, size, mode);
 }
+
+// The CPU and CUDA kernels take the size as int64_t; the schema's is SymInt[2],
+// and a SymInt below -2^62 is one the dispatcher cannot convert (its message
+// names no argument): checked here first, then made concrete.
+using ResizeKernel = at::Tensor (*)(const at::Tensor&, at::IntArrayRef, c10::string_view);
+
+template <bool backward>
+at::Tensor resize_checked(ResizeKernel kernel, const at::Tensor& t, c10::SymIntArrayRef size, c10::string_view mode) {
+  upsample::check_size<c10::SymInt>(backward ? "upsample_bilinear2d_backward" : "upsample_bilinear2d",
+                                    backward ? "input_size" : "output_size", size);
+  return kernel(t, C10_AS_INTARRAYREF_SLOW(size), mode);
+}
+
+at::Tensor resize_cpu(const at::Tensor& input, c10::SymIntArrayRef size, c10::string_view mode) {
+  static const ResizeKernel kernel = CUSTOMOPS_CPU_KERNEL(upsample_bilinear2d);
+  return resize_checked<false>(kernel, input, size, mode);
+}
+
+at::Tensor resize_backward_cpu(const at::Tensor& grad_out, c10::SymIntArrayRef size, c10::string_view mode) {
+  static const ResizeKernel kernel = CUSTOMOPS_CPU_KERNEL(upsample_bilinear2d_backward);
+  return resize_checked<true>(kernel, grad_out, size, mode);
+}
+
+#if defined(CUSTOMOPS_WITH_CUDA)
+at::Tensor resize_cuda(const at::Tensor& input, c10::SymIntArrayRef size, c10::string_view mode) {
+  return resize_checked<false>(&cuda::upsample_bilinear2d, input, size, mode);
+}
+
+at::Tensor resize_backward_cuda(const at::Tensor& grad_out, c10::SymIntArrayRef size, c10::string_view mode) {
+  return resize_checked<true>(&cuda::upsample_bilinear2d_backward, grad_out, size, mode);
+}
+#endif
 
 } // namespace
 } // namespace customops
 
 TORCH_LIBRARY_IMPL(customops, CPU, m) {
-  m.impl("upsample_bilinear2d", CUSTOMOPS_CPU_KERNEL(upsample_bilinear2d));
-  m.impl("upsample_bilinear2d_backward", CUSTOMOPS_CPU_KERNEL(upsample_bilinear2d_backward));
+  m.impl("upsample_bilinear2d", &customops::resize_cpu);
+  m.impl("upsample_bilinear2d_backward", &customops::resize_backward_cpu);
 }
 
 #if defined(CUSTOMOPS_WITH_CUDA)
 TORCH_LIBRARY_IMPL(customops, CUDA, m) {
-  m.impl("upsample_bilinear2d", &customops::cuda::upsample_bilinear2d);
-  m.impl("upsample_bilinear2d_backward", &customops::cuda::upsample_bilinear2d_backward);
+  m.impl("upsample_bilinear2d", &customops::resize_cuda);
+  m.impl("upsample_bilinear2d_backward", &customops::resize_backward_cuda);
 }
 #endif
 

@@ -2,7 +2,44 @@
 
 #include <c10/util/Exception.h>
 
+#include <algorithm>
+
 namespace customops::checks {
+
+namespace {
+
+template <typename Int>
+bool fit(c10::ArrayRef<Int> sizes, int64_t element_size) {
+  std::optional<int64_t> total = element_size;
+  for (const auto& s : sizes) {
+    const auto v = known(s);
+    if (!v.has_value()) return true;  // symbolic: the kernel that runs on the real sizes checks
+    if (*v < 0) return false;
+    total = mul(*total, std::max<int64_t>(*v, 1));
+    if (!total.has_value()) return false;
+  }
+  return true;
+}
+
+} // namespace
+
+bool sizes_fit(c10::ArrayRef<int64_t> sizes, int64_t element_size) {
+  return fit(sizes, element_size);
+}
+
+bool sizes_fit(c10::ArrayRef<c10::SymInt> sizes, int64_t element_size) {
+  return fit(sizes, element_size);
+}
+
+void defined(const char* op, const char* arg, const at::Tensor& t) {
+  TORCH_CHECK(t.defined(), "customops::", op, ": expected ", arg, " to be a tensor, got None");
+}
+
+void dense_fits(const char* op, const char* arg, const at::Tensor& t) {
+  if (!t.defined()) return;
+  TORCH_CHECK(sizes_fit(t.sym_sizes(), t.element_size()), "customops::", op, ": ", arg, " of sizes ", t.sym_sizes(),
+              " has more elements than a dense tensor can hold (the kernels need it dense)");
+}
 
 void floating(const char* op, const char* arg, const at::Tensor& t) {
   TORCH_CHECK(t.defined(), "customops::", op, ": expected ", arg, " to be a tensor, got None");

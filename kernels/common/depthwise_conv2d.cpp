@@ -5,11 +5,34 @@
 namespace customops::conv {
 namespace {
 
+// The CPU kernels stage a zero-padded copy of a plane's window reach,
+// (out - 1) * stride + (kernel - 1) * dilation + 1 along each axis (each fits
+// int64: it is at most the padded input). Their product must be an
+// allocatable count, or the buffer's size wraps (a small buffer, then written
+// past); 2^48 elements is beyond any memory.
+void check_reach(const char* op, const Shape<int64_t>& s, const fold::Window& w) {
+  const int64_t rows = (s.out_h - 1) * w.sh + (w.kh - 1) * w.dh + 1;
+  const int64_t cols = (s.out_w - 1) * w.sw + (w.kw - 1) * w.dw + 1;
+  const auto plane = checks::mul(rows, cols + 64);
+  TORCH_CHECK(plane.has_value() && *plane <= (int64_t{1} << 48), "customops::", op,
+              ": the window's reach over the padded input, ", rows, " x ", cols,
+              " (from padding, stride and dilation), is too large for the kernels' padded planes");
+}
+
 DepthwisePlan make_plan(const char* op, const at::Tensor& input, const at::Tensor& weight,
                         const std::optional<at::Tensor>& bias, at::IntArrayRef stride, at::IntArrayRef padding,
                         at::IntArrayRef dilation, bool allocate) {
   fold::Window w{};
   const auto s = check<int64_t>(op, true, input, weight, bias, stride, padding, dilation, 1, &w);
+  // The stride along an axis of one output changes nothing, and a huge one
+  // overflowed the CPU kernels' extents (SIGSEGV: stride 2^63 - 1, the blocked
+  // forward's columns rounded up to whole blocks times the stride). Every
+  // depthwise kernel takes its output sizes from the plan, so 1 is safe here.
+  // (Not in check(): conv2d's CUTLASS kernels derive the output size from the
+  // stride.)
+  if (s.out_h == 1) w.sh = 1;
+  if (s.out_w == 1) w.sw = 1;
+  check_reach(op, s, w);
   const auto format = result_format(input);
   auto x = (s.batched ? input : input.unsqueeze(0)).contiguous(format);
   auto wt = weight.contiguous().view({s.O, w.kh * w.kw});

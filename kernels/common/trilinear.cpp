@@ -16,6 +16,8 @@ void check(const char* op, const at::Tensor& feats, const at::Tensor& points) {
               ": expected feats and points to have the same N, got ", feats.sym_size(0), " and ",
               points.sym_size(0));
   checks::same_device(op, "points", points, "feats", feats);
+  checks::dense_fits(op, "feats", feats);
+  checks::dense_fits(op, "points", points);
 }
 
 void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats) {
@@ -27,6 +29,7 @@ void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats) {
               feats.sym_size(2), "], got ", grad_out.sym_sizes());
   checks::same_dtype(op, "grad_out", grad_out, "feats", feats);
   checks::same_device(op, "grad_out", grad_out, "feats", feats);
+  checks::dense_fits(op, "grad_out", grad_out);
 }
 
 namespace {

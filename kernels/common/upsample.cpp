@@ -18,6 +18,7 @@ void check_input(const char* op, const char* arg, const at::Tensor& t) {
               t.dim(), "-D");
   TORCH_CHECK(holds(t.sym_size(2) > 0) && holds(t.sym_size(3) > 0), "customops::", op, ": expected ", arg,
               " to have non-empty H and W, got ", t.sym_sizes());
+  checks::dense_fits(op, arg, t);
 }
 
 at::MemoryFormat result_format(const at::Tensor& t) {
@@ -50,6 +51,7 @@ Plan plan_forward(const at::Tensor& input, at::IntArrayRef output_size, c10::str
   const Mode m = parse_mode(op, mode);
   check_input(op, "input", input);
   check_size<int64_t>(op, "output_size", output_size);
+  check_result<int64_t>(op, "output_size", input, output_size);
   return make_plan(input, output_size[0], output_size[1], m);
 }
 
@@ -60,6 +62,7 @@ Plan plan_backward(const at::Tensor& grad_out, at::IntArrayRef input_size, c10::
   const Mode m = parse_mode(op, mode);
   check_input(op, "grad_out", grad_out);
   check_size<int64_t>(op, "input_size", input_size);
+  check_result<int64_t>(op, "input_size", grad_out, input_size);
   Plan p = make_plan(grad_out, input_size[0], input_size[1], m);
   std::swap(p.in_h, p.out_h);
   std::swap(p.in_w, p.out_w);

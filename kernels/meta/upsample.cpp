@@ -18,6 +18,7 @@ at::Tensor upsample_bilinear2d(const at::Tensor& input, c10::SymIntArrayRef outp
   upsample::parse_mode(op, mode);
   upsample::check_input(op, "input", input);
   upsample::check_size<c10::SymInt>(op, "output_size", output_size);
+  upsample::check_result<c10::SymInt>(op, "output_size", input, output_size);
   return resized(input, output_size);
 }
 
@@ -27,6 +28,7 @@ at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, c10::SymIntA
   upsample::parse_mode(op, mode);
   upsample::check_input(op, "grad_out", grad_out);
   upsample::check_size<c10::SymInt>(op, "input_size", input_size);
+  upsample::check_result<c10::SymInt>(op, "input_size", grad_out, input_size);
   return resized(grad_out, input_size);
 }
 

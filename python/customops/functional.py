@@ -20,6 +20,39 @@ def _int_pair(v: BroadcastingList2[int]) -> list[int]:
     return [int(e) for e in v]
 
 
+def _is_int(v) -> bool:
+    # torch.compile(dynamic=True) hands symbolic ints to the wrappers.
+    return isinstance(v, (int, torch.SymInt))
+
+
+_NO_PADDING = object()
+
+
+def _check_args(op: str, tensors=(), pairs=(), optional=(), padding=_NO_PADDING) -> None:
+    """The wrappers' own arguments checked in eager mode and under torch.compile (TorchScript's types check them,
+    and leave this out: it is only called under `not torch.jit.is_scripting()`), so that a wrong type fails with
+    the argument's name rather than with a TypeError, IndexError or AttributeError of the code that reads it.
+    tensors: (name, value, least dimensions) where the wrapper reads the tensor's shape; pairs: (name, value) of
+    int-or-pair arguments, `optional` ones also None; padding: a convolution's. A pair of another length fails
+    with the op's own message, before the wrapper indexes it."""
+    for name, t, dims in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"customops.{op}: expected {name} to be a tensor, got {type(t).__name__}")
+        if t.dim() < dims:
+            raise RuntimeError(f"customops::{op}: expected {name} to be a 4-D tensor, got {t.dim()}-D")
+    for name, v in [*pairs, *((n, v) for n, v in optional if v is not None)]:
+        if _is_int(v):
+            continue
+        if not isinstance(v, (list, tuple)) or not all(_is_int(e) for e in v):
+            raise TypeError(f"customops.{op}: expected {name} to be an int or a pair of ints, got {v!r}")
+        if len(v) != 2:
+            raise RuntimeError(f"customops::{op}: expected {name} to have 2 elements (height, width), got {len(v)}")
+    if padding is not _NO_PADDING and not isinstance(padding, str) and not _is_int(padding):
+        if not isinstance(padding, (list, tuple)) or len(padding) != 2 or not all(_is_int(e) for e in padding):
+            raise TypeError(f"customops.{op}: expected padding to be an int, a pair of ints, 'same' or 'valid', "
+                            f"got {padding!r}")
+
+
 def _padding_sides(padding: Union[str, int, List[int], Tuple[int, int]], kernel_size: List[int],
                    stride: List[int], dilation: List[int]) -> List[List[int]]:
     """(before, after) padding per spatial dimension, as F.conv2d reads its
@@ -56,7 +89,7 @@ def _pad_for_conv(input: Tensor, sides: List[List[int]]) -> Tuple[Tensor, List[i
 
 
 def quick_gelu(x: Tensor) -> Tensor:
-    r"""Sigmoid approximation of GELU: :math:`y = x \cdot \sigma(1.702\,x)`.
+    r"""Sigmoid approximation of GELU: ``y = x * sigmoid(1.702 * x)``.
 
     One fused pass over memory on CPU (vectorised) and CUDA, in place of the three
     that ``x * torch.sigmoid(1.702 * x)`` takes. Finite for every finite input.
@@ -100,6 +133,9 @@ def im2col(
         Rows are ordered ``(c, i, j)``, columns ``(oh, ow)``; padding reads as zero.
         Its gradient is :func:`col2im`.
     """
+    if not torch.jit.is_scripting():
+        _check_args("im2col", pairs=[("kernel_size", kernel_size), ("dilation", dilation), ("padding", padding),
+                                     ("stride", stride)])
     return torch.ops.customops.im2col(
         input, _int_pair(kernel_size), _int_pair(dilation), _int_pair(padding), _int_pair(stride)
     )
@@ -126,6 +162,9 @@ def col2im(
         ``(N, C, H, W)`` (or ``(C, H, W)``). Each pixel sums its window entries in a
         fixed order (no atomics), so results are identical run to run on CPU and CUDA.
     """
+    if not torch.jit.is_scripting():
+        _check_args("col2im", pairs=[("output_size", output_size), ("kernel_size", kernel_size),
+                                     ("dilation", dilation), ("padding", padding), ("stride", stride)])
     if isinstance(output_size, int):  # the schema's SymInt[2] does not broadcast an int
         output_size = [output_size, output_size]
     return torch.ops.customops.col2im(
@@ -143,12 +182,16 @@ def conv2d(
     groups: int = 1,
 ) -> Tensor:
     r"""2-D convolution, equal to :func:`torch.nn.functional.conv2d` for the same
-    arguments, computed as im2col + GEMM (BLAS on CPU, cuBLAS on CUDA).
+    arguments.
 
-    The column buffer is built a chunk of the batch at a time, so the extra memory
-    stays under ``CUSTOMOPS_CONV2D_WORKSPACE_MIB`` (default 256 MiB; at least one
-    image's columns) whatever the batch size. A 1x1, stride-1, unpadded convolution
-    multiplies the image directly and allocates no columns.
+    On CPU it is im2col + GEMM (BLAS). On CUDA it picks an algorithm per call and
+    per pass: implicit-GEMM kernels (CUTLASS, compute capability 9.0), direct
+    kernels for grouped convolutions, few-channel stems and weight gradients, or
+    im2col + cuBLAS; ``TORCH_CPP_LOG_LEVEL=INFO`` logs each choice. The im2col
+    path builds its column buffer a chunk of the batch at a time, so the extra
+    memory stays under ``CUSTOMOPS_CONV2D_WORKSPACE_MIB`` (default 256 MiB; at
+    least one image's columns) whatever the batch size; the other algorithms, and
+    1x1 stride-1 unpadded convolutions, allocate no columns.
 
     Args:
         input: ``(N, C, H, W)`` or unbatched ``(C, H, W)``; float16, bfloat16,
@@ -165,12 +208,15 @@ def conv2d(
     Returns:
         ``(N, O, out_h, out_w)`` (or unbatched), channels_last for a channels_last input, else
         contiguous (as ``F.conv2d``). Differentiable twice in
-        input, weight and bias. On CUDA, float32 GEMMs use TF32 only where
+        input, weight and bias. On CUDA, float32 uses TF32 only where
         ``torch.backends.cuda.matmul.allow_tf32`` allows (off by default), unlike
         cuDNN convolutions, which follow ``torch.backends.cudnn.allow_tf32`` (on);
-        grouped convolutions that take the direct grouped kernels (groups of 4-32
-        channels) compute float32 in float32 either way.
+        the weight gradient of grouped convolutions that take the direct grouped
+        kernels (groups of 4-32 channels) is computed in float32 either way.
     """
+    if not torch.jit.is_scripting():
+        _check_args("conv2d", tensors=[("input", input, 0), ("weight", weight, 2)],
+                    pairs=[("stride", stride), ("dilation", dilation)], padding=padding)
     strides, dilations = _int_pair(stride), _int_pair(dilation)
     input, pads = _pad_for_conv(input, _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides,
                                                       dilations))
@@ -204,6 +250,9 @@ def depthwise_conv2d(
         by NHWC kernels, no conversion), else contiguous. Differentiable twice.
         The weight gradient is reduced in a fixed order: identical run to run.
     """
+    if not torch.jit.is_scripting():
+        _check_args("depthwise_conv2d", tensors=[("input", input, 0), ("weight", weight, 2)],
+                    pairs=[("stride", stride), ("dilation", dilation)], padding=padding)
     strides, dilations = _int_pair(stride), _int_pair(dilation)
     input, pads = _pad_for_conv(input, _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides,
                                                       dilations))
@@ -270,6 +319,9 @@ def upsample_bilinear2d(
         bit-identical results run to run and runs under
         ``torch.use_deterministic_algorithms(True)``, on CPU and CUDA.
     """
+    if not torch.jit.is_scripting():
+        _check_args("upsample_bilinear2d", tensors=[("input", input, 0)],
+                    optional=[("output_size", output_size), ("size", size)])
     if antialias:
         raise ValueError("upsample_bilinear2d: antialias=True is not supported (no antialiasing filter); "
                          "use torch.nn.functional.interpolate for antialiased resizing")

@@ -145,6 +145,12 @@ def _quick_gelu_errors(device):
     yield ErrorInput(SampleInput((x.long(), x)), r"expected grad_out to be a floating-point tensor",
                      backward=True)
     yield ErrorInput(SampleInput((x, x.long())), r"expected x to be a floating-point tensor", backward=True)
+    # Found by test_fuzz.py: None for a tensor failed in autograd's bookkeeping ("tensor does not have a device"),
+    # and an expanded tensor too large to make dense failed in at::empty; neither message named the argument.
+    yield ErrorInput(SampleInput((x, None)), r"quick_gelu_backward: expected x to be a tensor, got None",
+                     backward=True)
+    yield ErrorInput(SampleInput((torch.zeros(1, dtype=torch.float16, device=device).expand(2**62),)),
+                     r"quick_gelu: x of sizes \[4611686018427387904\] has more elements than a dense tensor can hold")
     other = _other_device(device)
     if other is not None:
         yield ErrorInput(SampleInput((x.to(other), x)), r"expected grad_out and x on the same device",
@@ -245,12 +251,34 @@ def _im2col_errors(device):
     yield ErrorInput(SampleInput((x,), _window_args(3, 0, 1, 1)), r"expected dilation to be positive")
     yield ErrorInput(SampleInput((x,), _window_args(3, 1, -1, 1)), r"expected padding to be non-negative")
     yield ErrorInput(SampleInput((x,), _window_args((0, 3), 1, 1, 1)), r"expected kernel_size to be positive")
+    # The wrapper's own arguments (found by test_fuzz.py: "'NoneType' object is not iterable" named nothing).
+    yield ErrorInput(SampleInput((x,), _window_args(3, None, 1, 1)),
+                     r"customops.im2col: expected dilation to be an int or a pair of ints, got None", error=TypeError)
     yield ErrorInput(SampleInput((torch.randn(2, 3, 0, 5, device=device),), ok),
                      r"expected input to have non-empty C, H and W")
+    # Window arguments whose arithmetic overflows int64 (found by test_fuzz.py): the product and the dilated extent
+    # of kernel_size, twice the padding, and the number of windows of a huge padding.
+    yield ErrorInput(SampleInput((x,), _window_args((2**62, 4), 1, 0, 1)),
+                     r"customops::im2col: the product of kernel_size \[4611686018427387904, 4\] overflows int64")
+    yield ErrorInput(SampleInput((x,), _window_args(3, (1, 2**62), 1, 1)),
+                     r"the kernel's extent dilation \* \(kernel_size - 1\) overflows int64")
+    yield ErrorInput(SampleInput((x,), _window_args(3, 1, (0, 2**62), 1)), r"expected padding to be at most")
+    yield ErrorInput(SampleInput((x,), _window_args(1, 1, 2**61, 1)),
+                     r"the number of kernel windows .* overflows int64 \(from the input's size, padding")
     cols = torch.randn(2, 27, 25, device=device)
-    yield ErrorInput(SampleInput((cols, (4, 4), 3, 1, 1, 1)), r"expected input's last dimension to be 16",
-                     backward=True)
+    # The backward ops' messages name the backward op's own arguments.
+    yield ErrorInput(SampleInput((cols, (4, 4), 3, 1, 1, 1)),
+                     r"customops::im2col_backward: expected grad_out's last dimension to be 16", backward=True)
     yield ErrorInput(SampleInput((cols[:, :26], (5, 5), 3, 1, 1, 1)), r"multiple of kernel_size's product",
+                     backward=True)
+    yield ErrorInput(SampleInput((cols, (5, 0), 3, 1, 1, 1)), r"expected input_size to be positive", backward=True)
+    # Was SIGFPE: kernel_size's product wrapped to 0 and divided the rows.
+    yield ErrorInput(SampleInput((torch.randn(1, 6, 3, device=device), [2, 2], [2**62, 6917529027641081856],
+                                  [2, 2], [1, 2], [2, 1])),
+                     r"customops::im2col_backward: the kernel's extent dilation \* \(kernel_size - 1\) overflows",
+                     backward=True)
+    # A size below -2^62 is a SymInt the dispatcher cannot make an int64_t: checked before, by name.
+    yield ErrorInput(SampleInput((cols, (-2**63, 5), 3, 1, 1, 1)), r"expected input_size to be positive",
                      backward=True)
 
 
@@ -264,8 +292,19 @@ def _col2im_errors(device):
     yield ErrorInput(SampleInput((cols, (0, 5)), ok), r"expected output_size to be positive")
     yield ErrorInput(SampleInput((cols, (1, 1)), _window_args(3, 1, 0, 1)), r"larger than the padded input")
     yield ErrorInput(SampleInput((cols, (5, 5)), _window_args(3, 1, 1, 0)), r"expected stride to be positive")
+    # Was SIGFPE: kernel_size's product overflowed int64 to 0, then divided the rows.
+    yield ErrorInput(SampleInput((torch.randn(3, 8, 5, device=device), (5, 5)), _window_args((2**62, 4), 1, 0, 1)),
+                     r"customops::col2im: the product of kernel_size \[4611686018427387904, 4\] overflows int64")
+    yield ErrorInput(SampleInput((torch.randn(12, 2, device=device), (3, 2)),
+                                 _window_args((2**63 - 1, 1), 2**40, 1, 2)),
+                     r"the kernel's extent dilation \* \(kernel_size - 1\) overflows int64")
+    yield ErrorInput(SampleInput((cols, (2**62, 2**62)), _window_args(1, 1, 0, 1)),
+                     r"the number of kernel windows .* overflows int64")
+    yield ErrorInput(SampleInput((cols, (-2**63, 5)), ok), r"expected output_size to be positive")
     yield ErrorInput(SampleInput((torch.randn(2, 3, 5, 5, device=device).long(), 3, 1, 1, 1)),
-                     r"expected input to be a floating-point tensor", backward=True)
+                     r"customops::col2im_backward: expected grad_out to be a floating-point tensor", backward=True)
+    yield ErrorInput(SampleInput((torch.randn(2, 3, 5, 5, device=device), [2**62, 4], 1, 0, 1)),
+                     r"customops::col2im_backward: the product of kernel_size", backward=True)
 
 
 def _module_from(cls):
@@ -330,6 +369,8 @@ _CONVS = [
     # A ResNet stem's shape (3 channels, 7x7, stride 2): the stem kernels on CUDA in the half types (NCHW through
     # the layout transposes, the windows overlapping).
     ((2, 3, 12, 12), (16, 3, 7, 7), True, 2, 3, 1, 1, "stem_7x7_s2"),
+    # A huge dilation over a filter of one row is valid and changes nothing (found by test_fuzz.py, see _DEPTHWISE).
+    ((1, 2, 5, 5), (2, 2, 1, 3), True, 1, (1, 1), (2**62, 1), 1, "one_row_filter_huge_dilation"),
 ]
 
 # The same for depthwise_conv2d (groups = C; weight (C*m, 1, kh, kw)).
@@ -347,6 +388,11 @@ _DEPTHWISE = [
     ((1, 2, 17, 19), (4, 1, 3, 5), True, 1, (3, 4), (3, 2), "dilated_unit_stride"),
     ((2, 2, 20, 70), (4, 1, 7, 7), True, 1, 3, 1, "k7_several_tiles"),
     ((1, 2, 9, 8), (2, 1, 31, 31), True, 1, 15, 1, "k31"),
+    # Found by test_fuzz.py: a huge dilation over a filter of one row is valid (it changes nothing), and overflowed
+    # the CPU kernel's row arithmetic (heap corruption).
+    ((1, 3, 2, 5), (6, 1, 1, 3), True, 1, (1, 2), (2**63 - 1, 2), "one_row_filter_huge_dilation"),
+    # Also: a stride past the input (one output, SIGSEGV in the blocked CPU forward, whose extent multiplied it).
+    ((3, 3, 5), (3, 1, 2, 1), True, 2**63 - 1, 0, 1, "unbatched_stride_past_the_input"),
 ]
 
 
@@ -364,6 +410,8 @@ _CHANNELS_LAST_DEPTHWISE = [
     ((2, 8, 9, 11), (8, 1, 3, 3), True, 2, 1, 1, "channels_last_k3_stride2"),
     # CUDA: the column forward and input gradient in half types too (from 64 channels: 128 bytes a pixel)
     ((2, 64, 6, 5), (64, 1, 3, 3), True, 1, 1, 1, "channels_last_k3_64_channels"),
+    # The NHWC kernels with a huge dilation over a filter of one column (found by test_fuzz.py, see _DEPTHWISE).
+    ((2, 8, 5, 3), (8, 1, 3, 1), True, 1, (1, 0), (2, 2**62), "channels_last_one_column_filter_huge_dilation"),
 ]
 
 _CHANNELS_LAST_CONVS = [
@@ -481,6 +529,22 @@ def _conv_errors(depthwise):
         yield bad((x, w, b), r"expected stride to be positive", stride=0)
         yield bad((x, w, b), r"expected dilation to be positive", dilation=(1, 0))
         yield bad((x, w, b), r"expected padding to be non-negative", padding=-1)
+        # The wrapper's own arguments (found by test_fuzz.py: AttributeError "'NoneType' object has no attribute
+        # 'shape'", IndexError "list index out of range").
+        yield ErrorInput(SampleInput((x, None, b), kw), r"expected weight to be a tensor, got NoneType",
+                         error=TypeError)
+        yield ErrorInput(SampleInput((x, w, b), {**kw, "padding": [1]}),
+                         r"expected padding to be an int, a pair of ints, 'same' or 'valid', got \[1\]",
+                         error=TypeError)
+        yield bad((x, w, b), r"expected stride to have 2 elements \(height, width\), got 0", stride=[], padding="same")
+        # Found by test_fuzz.py: a dilated extent that wrapped past int64 made a plausible output size (and an
+        # allocation error naming nothing, or windows read past the input); a huge padding the same.
+        yield bad((x, w, b), r"the kernel's extent dilation \* \(kernel_size - 1\) overflows int64",
+                  dilation=(1, 2**62))
+        yield bad((x, w, b), r"expected padding to be at most", padding=(2**62, 0))
+        yield bad((x, w, b), r"the result's sizes .* \(from input, weight, padding, stride and dilation\) overflow",
+                  padding=2**61)
+        yield bad((x[:0], w, b), r"the result's sizes .* overflow int64", padding=(2**40, 2**40))
         yield bad((torch.randn(2, 4, 0, 6, device=device), w, b), r"expected input to have non-empty C, H and W")
         if depthwise:
             yield bad((x, torch.randn(6, 1, 3, 3, device=device), b[:6]), r"expected weight of shape \(C\*m, 1, kh, kw\)")
@@ -530,8 +594,17 @@ def _conv_backward_args(depthwise):
     return args
 
 
+def _conv2d_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    """F.conv2d, with the dilation of an axis of one tap set to 1 (it changes nothing there): PyTorch's CUDA
+    convolutions hold dilation in 32 bits (2**62 gave wrong results or CUDNN_STATUS_NOT_SUPPORTED), and torch
+    2.11's CPU float16 convolution crashes (SIGSEGV) on a dilated one-tap axis over a one-pixel-wide input."""
+    d = list(dilation) if isinstance(dilation, (tuple, list)) else [dilation, dilation]
+    d = [1 if w.shape[2 + i] == 1 else d[i] for i in range(2)]
+    return torch.nn.functional.conv2d(x, w, b, stride, padding, d, groups)
+
+
 def _depthwise_ref(x, w, b=None, stride=1, padding=0, dilation=1):
-    return torch.nn.functional.conv2d(x, w, b, stride, padding, dilation, groups=x.shape[-3])
+    return _conv2d_ref(x, w, b, stride, padding, dilation, groups=x.shape[-3])
 
 
 # Sums of many products: a little more room than elementwise ops.
@@ -545,7 +618,7 @@ _CONV_TOLERANCES = {
 CONV2D = OpInfo(
     name="conv2d",
     op=customops.conv2d,
-    ref=torch.nn.functional.conv2d,
+    ref=_conv2d_ref,
     sample_inputs=_conv_samples_from(_CONVS, depthwise=False),
     dynamic_samples=_conv_dynamic(depthwise=False),
     error_inputs=_conv_errors(depthwise=False),
@@ -652,9 +725,20 @@ def _resize_errors(device):
     yield ErrorInput(SampleInput((torch.randn(2, 3, 0, 5, device=device),), ok),
                      r"expected input to have non-empty H and W")
     yield ErrorInput(SampleInput((x,), {}), r"give output_size or scale_factor", error=ValueError)
+    yield ErrorInput(SampleInput((x,), {"output_size": 1.5}), r"expected output_size to be an int or a pair of ints",
+                     error=TypeError)
     yield ErrorInput(SampleInput((x[0], [4, 4], "half_pixel")), r"expected grad_out to be a 4-D", backward=True)
     yield ErrorInput(SampleInput((x, [4, -1], "half_pixel")), r"expected input_size to be positive", backward=True)
     yield ErrorInput(SampleInput((x, [4, 4], "bicubic")), r"unknown coordinate_mode 'bicubic'", backward=True)
+    # Found by test_fuzz.py: sizes whose result overflows int64 (at::empty's message named no argument), and sizes
+    # below -2^62, SymInts the dispatcher could not hand to the kernels as int64_t (the same).
+    yield ErrorInput(SampleInput((x,), {"output_size": (2**62, 2**62)}),
+                     r"the result's sizes \[2, 3, 4611686018427387904, 4611686018427387904\] \(from output_size\)")
+    yield ErrorInput(SampleInput((x[:0],), {"output_size": (2**62, 5)}), r"\(from output_size\) overflow int64")
+    yield ErrorInput(SampleInput((x,), {"output_size": (-2**63, 4)}), r"expected output_size to be positive")
+    yield ErrorInput(SampleInput((x, [4, -2**63], "half_pixel")), r"expected input_size to be positive", backward=True)
+    yield ErrorInput(SampleInput((x, [2**62, 2**62], "half_pixel")), r"\(from input_size\) overflow int64",
+                     backward=True)
 
 
 def _resize_module(sample):
@@ -690,7 +774,7 @@ UPSAMPLE_BILINEAR2D = OpInfo(
 
 
 def _trilinear_ref(feats, points):
-    """The NeRF formula as written in the issue."""
+    """The NeRF formula, written out corner by corner."""
     u, v, w = ((points + 1) / 2).unbind(-1)
     u, v, w = u[:, None], v[:, None], w[:, None]
     a, b, c, d = (1 - v) * (1 - w), (1 - v) * w, v * (1 - w), v * w

@@ -13,9 +13,12 @@
 #include <ATen/OpMathType.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
+#include <c10/util/Exception.h>
+#include <c10/util/safe_numerics.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -117,10 +120,22 @@ struct Extent {
   int64_t rows, cols, out_wp;
 };
 
-Extent extent_of(const conv::DepthwisePlan& p, int64_t P) {
+// (n - 1) * s + (k - 1) * d + 1 in *r; false where it overflows int64.
+bool reach(int64_t n, int64_t k, int64_t d, int64_t s, int64_t* r) {
+  int64_t a = 0, b = 0;
+  return !c10::mul_overflows(n - 1, s, &a) && !c10::mul_overflows(k - 1, d, &b) && !c10::add_overflows(a, b, r) &&
+         !c10::add_overflows(*r, int64_t{1}, r);
+}
+
+// nullopt where the extent overflows int64: the columns of whole blocks reach
+// (out_wp - 1) * sw, which wrapped for a huge stride (even one output column
+// rounds up to P), and a wrapped extent could pass applies()'s budget.
+std::optional<Extent> extent_of(const conv::DepthwisePlan& p, int64_t P) {
   const auto& w = p.w;
   const int64_t out_wp = (p.s.out_w + P - 1) / P * P;  // the last block computes whole
-  return {(p.s.out_h - 1) * w.sh + (w.kh - 1) * w.dh + 1, (out_wp - 1) * w.sw + (w.kw - 1) * w.dw + 1, out_wp};
+  Extent e{0, 0, out_wp};
+  if (!reach(p.s.out_h, w.kh, w.dh, w.sh, &e.rows) || !reach(out_wp, w.kw, w.dw, w.sw, &e.cols)) return std::nullopt;
+  return e;
 }
 
 // Pixels a block: at least 8 multiply-add chains in flight (two pipes of 4
@@ -138,11 +153,15 @@ void forward(const conv::DepthwisePlan& p) {
   if (p.out.numel() == 0) return;
   const int64_t blocks = (s.C + V - 1) / V;
   // Input rows and columns past the extent are read by no window.
-  const Extent e = extent_of(p, P);
-  const int64_t rows = e.rows, cols = e.cols, out_wp = e.out_wp;
+  const auto extent = extent_of(p, P);
+  TORCH_INTERNAL_ASSERT(extent.has_value(), "depthwise_forward_blocked: a plan that applies() refuses");
+  const int64_t rows = extent->rows, cols = extent->cols, out_wp = extent->out_wp;
   const int64_t top = std::min(w.ph, rows), in_rows = std::clamp<int64_t>(rows - w.ph, 0, s.H);
   const int64_t left = std::min(w.pw, cols), in_cols = std::clamp<int64_t>(cols - w.pw, 0, s.W);
   const int64_t HW = s.H * s.W, L = s.out_h * s.out_w, n_taps = w.kh * w.kw;
+  // A tap row (column) apart: within the budgeted buffer, except along an axis
+  // of one tap, where it is never used and a huge dilation wrapped the product.
+  const int64_t pitch = w.kh > 1 ? w.dh * cols * V : 0, dcol = w.kw > 1 ? w.dw * V : 0;
   const scalar_t* x = p.x.const_data_ptr<scalar_t>();
   const scalar_t* wt = p.weight.const_data_ptr<scalar_t>();
   const scalar_t* b = p.bias.defined() ? p.bias.const_data_ptr<scalar_t>() : nullptr;
@@ -185,8 +204,7 @@ void forward(const conv::DepthwisePlan& p) {
       scalar_t* dst = out + (n * s.C + c0) * L;
       for (int64_t oy = 0; oy < s.out_h; ++oy) {
         for (int64_t ox = 0; ox < out_wp; ox += P) {
-          pixels<P>(buf + (oy * w.sh * cols + ox * w.sw) * V, w.dh * cols * V, w.sw * V, w.dw * V, tapv, w.kh, w.kw,
-                    biasv, tile);
+          pixels<P>(buf + (oy * w.sh * cols + ox * w.sw) * V, pitch, w.sw * V, dcol, tapv, w.kh, w.kw, biasv, tile);
           transpose_out(tile, V, dst + oy * s.out_w + ox, L, std::min<int64_t>(P, s.out_w - ox), vc, scratch);
         }
       }
@@ -201,8 +219,11 @@ bool applies(const conv::DepthwisePlan& p) {
   if (p.m != 1 || 4 * p.s.C < 3 * blocks * V) return false;  // most lanes would idle
   // A task's buffer holds V padded planes; past 16 MiB (images of about 700x700
   // pixels) the row kernel, which holds one plane, is used instead.
+  // Checked: a huge stride, padding or dilation wrapped the product below the budget.
   const auto e = extent_of(p, kPixels<opmath_t>);
-  return e.rows * e.cols * V * int64_t(sizeof(opmath_t)) <= (int64_t{16} << 20);
+  int64_t pixels = 0, bytes = 0;
+  return e.has_value() && !c10::mul_overflows(e->rows, e->cols, &pixels) &&
+         !c10::mul_overflows(pixels, V * int64_t(sizeof(opmath_t)), &bytes) && bytes <= (int64_t{16} << 20);
 }
 
 } // namespace

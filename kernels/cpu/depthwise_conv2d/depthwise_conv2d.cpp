@@ -20,6 +20,8 @@
 #include <ATen/cpu/vec/vec.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <c10/util/Exception.h>
+#include <c10/util/safe_numerics.h>
 
 #include <algorithm>
 #include <tuple>
@@ -49,10 +51,27 @@ struct Padded {
   int64_t rows, cols, stride;
 };
 
+// (n - 1) * s + (k - 1) * d + 1 in *r: what n outputs' windows read along an
+// axis; false where it overflows int64.
+bool reach(int64_t n, int64_t k, int64_t d, int64_t s, int64_t* r) {
+  int64_t a = 0, b = 0;
+  return !c10::mul_overflows(n - 1, s, &a) && !c10::mul_overflows(k - 1, d, &b) && !c10::add_overflows(a, b, r) &&
+         !c10::add_overflows(*r, int64_t{1}, r);
+}
+
+// Fails (naming `op`) where the extent or its element count, rows * stride,
+// overflows int64 (huge padding or dilation): a wrapped count allocated a small
+// buffer that pad_plane wrote past. Every buffer offset below is then in range.
 template <typename opmath_t>
-Padded padded_extent(int64_t out_h, int64_t out_w, const fold::Window& w) {
-  const int64_t cols = (out_w - 1) * w.sw + (w.kw - 1) * w.dw + 1;
-  return {(out_h - 1) * w.sh + (w.kh - 1) * w.dh + 1, cols, cols + kMaxRunVectors / 2 * Vec<opmath_t>::size()};
+Padded padded_extent(const char* op, int64_t out_h, int64_t out_w, const fold::Window& w) {
+  Padded e{};
+  int64_t count = 0;
+  const bool fits = reach(out_h, w.kh, w.dh, w.sh, &e.rows) && reach(out_w, w.kw, w.dw, w.sw, &e.cols) &&
+                    !c10::add_overflows(e.cols, int64_t{kMaxRunVectors / 2 * Vec<opmath_t>::size()}, &e.stride) &&
+                    !c10::mul_overflows(e.rows, e.stride, &count);
+  TORCH_CHECK(fits, "customops::", op, ": padding and dilation too large: the zero-padded plane that the kernel "
+              "stages overflows int64");
+  return e;
 }
 
 // buf[y][x] = plane[y - top][x - left], zero outside the plane. top and left
@@ -221,10 +240,18 @@ void correlate_plane(const opmath_t* padded, const Padded& e, const opmath_t* ta
     }
     return;
   }
-  const int64_t pitch = w.dh * e.stride;
+  // One tap row. dh < e.rows wherever a block reads more than one padded row
+  // (kh > 1, or output rows chained below), so it lies within the buffer;
+  // elsewhere it is never used, and a huge dilation wrapped the product.
+  const int64_t pitch = w.dh < e.rows ? w.dh * e.stride : 0;
   // Output rows dh / sh apart read padded rows one tap row (dh) apart, so a
-  // block of them shares loads; the rows fall into dh / sh such chains.
-  const int64_t ostep = w.dh % w.sh == 0 ? w.dh / w.sh : 0;
+  // block of them shares loads; the rows fall into dh / sh such chains. Chains
+  // of one row (ostep >= out_h) share nothing and take the single-row path
+  // below: a huge dilation made oy + ostep wrap negative, and the loops ran on
+  // from there (heap corruption). The block bounds below are divided for the
+  // same reason: ostep < out_h, and oy + R * ostep never overflows.
+  int64_t ostep = w.dh % w.sh == 0 ? w.dh / w.sh : 0;
+  if (ostep >= s.out_h) ostep = 0;
   if (ostep == 0) {
     for (int64_t oy = 0; oy < s.out_h; ++oy) {
       block_row<1, kMaxRunVectors>(padded + oy * w.sh * e.stride, pitch, taps, w, s, oy, 1);
@@ -235,13 +262,13 @@ void correlate_plane(const opmath_t* padded, const Padded& e, const opmath_t* ta
   // more loads and keep more multiply-add chains in flight.
   for (int64_t first = 0; first < std::min(ostep, s.out_h); ++first) {
     int64_t oy = first;
-    for (; w.kh >= 5 && oy + 5 * ostep < s.out_h; oy += 6 * ostep) {
+    for (; w.kh >= 5 && ostep <= (s.out_h - 1 - oy) / 5; oy += 6 * ostep) {  // oy + 5 * ostep < out_h
       block_row<6, 2>(padded + oy * w.sh * e.stride, pitch, taps, w, s, oy, ostep);
     }
-    for (; w.kh >= 3 && oy + 3 * ostep < s.out_h; oy += 4 * ostep) {
+    for (; w.kh >= 3 && ostep <= (s.out_h - 1 - oy) / 3; oy += 4 * ostep) {  // oy + 3 * ostep < out_h
       block_row<4, 2>(padded + oy * w.sh * e.stride, pitch, taps, w, s, oy, ostep);
     }
-    for (; oy + ostep < s.out_h; oy += 2 * ostep) {
+    for (; ostep <= s.out_h - 1 - oy; oy += 2 * ostep) {  // oy + ostep < out_h
       block_row<2, 4>(padded + oy * w.sh * e.stride, pitch, taps, w, s, oy, ostep);
     }
     for (; oy < s.out_h; oy += ostep) {
@@ -416,7 +443,7 @@ at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, c
   }
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "depthwise_conv2d_cpu", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
-    const auto e = padded_extent<opmath_t>(s.out_h, s.out_w, w);
+    const auto e = padded_extent<opmath_t>("depthwise_conv2d", s.out_h, s.out_w, w);
     const scalar_t* x = p.x.const_data_ptr<scalar_t>();
     const scalar_t* wt = p.weight.const_data_ptr<scalar_t>();
     const scalar_t* b = p.bias.defined() ? p.bias.const_data_ptr<scalar_t>() : nullptr;
@@ -463,8 +490,9 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "depthwise_conv2d_backward_cpu", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     constexpr int64_t V = Vec<opmath_t>::size();
-    const auto xe = padded_extent<opmath_t>(s.out_h, s.out_w, w);
-    const auto ge = padded_extent<opmath_t>(s.H, s.W, fold::Window{w.kh, w.kw, w.dh, w.dw, 0, 0, 1, 1});
+    const auto xe = padded_extent<opmath_t>("depthwise_conv2d_backward", s.out_h, s.out_w, w);
+    const auto ge = padded_extent<opmath_t>("depthwise_conv2d_backward", s.H, s.W,
+                                            fold::Window{w.kh, w.kw, w.dh, w.dw, 0, 0, 1, 1});
     const int64_t gstride = (s.out_w + V - 1) / V * V;
     const scalar_t* x = p.x.const_data_ptr<scalar_t>();
     const scalar_t* g = bp.gout.const_data_ptr<scalar_t>();

@@ -103,6 +103,13 @@ Refusal supports(const at::Tensor& input, const Geometry& g, int64_t groups, Pas
   const bool fits = g.N * g.H * g.W * g.C <= kMax && g.N * g.P * g.Q * g.K <= kMax && g.N * g.P * g.Q <= kMax &&
                     g.N * g.H * g.W <= kMax && g.K * g.R * g.S * g.C <= kMax;
   if (!fits) return Refusal::kSize;
+  // CUTLASS holds padding, stride and dilation as int (problem()) and derives the output size from them in int:
+  // H + 2 * pad - ((R - 1) * dil + 1). The TF32 input gradient's forward pads grad_out by dil * (R - 1) - pad, which
+  // reaches H + dil * (R - 1). Both sums fit int64 (each term is below 2^31 or a size) and must fit int.
+  if (!window_fits_int32(g) || g.H + 2 * g.pad_h + g.dil_h * (g.R - 1) > kMax ||
+      g.W + 2 * g.pad_w + g.dil_w * (g.S - 1) > kMax) {
+    return Refusal::kSize;
+  }
   // CUTLASS's SM90 input-gradient kernel accepts strides and computes wrong values for them.
   if (pass_ == Pass::kInputGrad && (g.stride_h != 1 || g.stride_w != 1)) return Refusal::kStride;
   if (pass_ == Pass::kInputGrad && dtype == at::kFloat &&
@@ -286,12 +293,13 @@ at::Tensor fast_forward(const at::Tensor& input, const at::Tensor& weight, const
 }
 
 // Events that fan the weight gradient's streams out and back in, kept per thread and device: creating and
-// destroying nine events a call cost the host as much as the launches. Never freed (a thread's exit may come
-// after CUDA's teardown).
+// destroying nine events a call cost the host as much as the launches. Per thread, so concurrent callers never
+// share one; destroyed when the thread exits, so threads that come and go leak no events. (The main thread's
+// are destroyed before static objects and atexit handlers, CUDA's teardown among them.)
 at::cuda::CUDAEvent* fan_events(int device) {
-  thread_local auto* events =
-      new std::array<std::array<at::cuda::CUDAEvent, kMaxWeightGradSplits + 1>, C10_COMPILE_TIME_MAX_GPUS>();
-  return events->at(device).data();
+  thread_local std::array<std::array<at::cuda::CUDAEvent, kMaxWeightGradSplits + 1>, C10_COMPILE_TIME_MAX_GPUS>
+      events;
+  return events.at(device).data();
 }
 
 // The weight gradient, one launch per chunk of the batch on its own stream: CUTLASS's SM90 convolutions have no

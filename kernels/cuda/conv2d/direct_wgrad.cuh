@@ -94,9 +94,13 @@ inline int64_t tiles_of(const Geometry& g) {
 
 // kSize where a kernel cannot take g whatever its dtype: an empty batch or image, offsets past 32 bits within an
 // image (the copies' walks), too many tiles for the grid, or a window that fits no stage; else kNone.
+// Padding, stride and dilation are int (Dims), and so is a stage's window (plan()): its rows stay within the
+// padded height, its row pieces of up to l.max_tile_q pixels within the padded width and l.max_tile_q strides.
 inline Refusal check_size(const Geometry& g, const Layout& l) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
-  const bool fits = g.N > 0 && g.P > 0 && g.Q > 0 && g.H * g.W * g.C <= kMax && g.P * g.Q * g.K <= kMax &&
+  const bool window = implicit_gemm::window_fits_int32(g) && g.H + 2 * g.pad_h <= kMax &&
+                      g.W + 2 * g.pad_w + l.max_tile_q * g.stride_w <= kMax;
+  const bool fits = window && g.N > 0 && g.P > 0 && g.Q > 0 && g.H * g.W * g.C <= kMax && g.P * g.Q * g.K <= kMax &&
                     g.K * g.C * g.R * g.S <= kMax && g.R * g.S <= kMax / 16 && tiles_of(g) <= 65535;
   return fits && plan(g, l).tile_q > 0 ? Refusal::kNone : Refusal::kSize;
 }

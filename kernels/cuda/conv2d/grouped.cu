@@ -396,8 +396,10 @@ Refusal supports(at::ScalarType dtype, const Geometry& g, int64_t groups) {
   if (taps_bytes * cg * output_vector(kg) > optin || taps_bytes * kg * output_vector(cg) > optin) {
     return Refusal::kSize;
   }
-  // Image coordinates and thread slots are 32-bit.
+  // Image coordinates and thread slots are 32-bit. Padding, stride and dilation are int (Params, mma::Conv), and
+  // bounded first so that `reach` cannot overflow int64 (a stride of 2^63 - 1 wrapped it negative).
   constexpr int64_t kIntMax = (int64_t{1} << 31) - 1;
+  if (!implicit_gemm::window_fits_int32(g)) return Refusal::kSize;
   const int64_t reach = std::max({g.H, g.W, g.P * g.stride_h, g.Q * g.stride_w}) + std::max(g.pad_h, g.pad_w) +
                         std::max(g.dil_h * g.R, g.dil_w * g.S);
   if (reach > kIntMax || g.K * cg * g.R * g.S > kIntMax) return Refusal::kSize;

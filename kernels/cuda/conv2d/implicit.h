@@ -7,7 +7,9 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 
 namespace customops::cuda::implicit_gemm {
@@ -17,6 +19,13 @@ struct Geometry {
   int64_t N, H, W, C, K, R, S, P, Q;
   int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
 };
+
+// Whether padding, stride and dilation fit the int that every CUDA conv2d kernel holds them in (CUTLASS's problem
+// shape, the direct kernels' parameters): a larger one was truncated (2^32 + 1 to 1), and the kernel computed
+// another convolution than the one asked for. The supports() and takes() of each path refuse g where not.
+inline bool window_fits_int32(const Geometry& g) {
+  return std::max({g.pad_h, g.pad_w, g.stride_h, g.stride_w, g.dil_h, g.dil_w}) <= std::numeric_limits<int32_t>::max();
+}
 
 // Why the implicit path does not take a call (kNone: it does), for the debug log and the tests.
 enum class Refusal {

@@ -135,10 +135,12 @@ bool takes(at::ScalarType dtype, const Geometry& g, int64_t groups, Pass pass_, 
   if (groups != 1 || g.N == 0) return false;
   if (at::cuda::getCurrentDeviceProperties()->major < 8) return false;
   if (g.C < 1 || g.C > 7 || g.K % 2 != 0 || g.dil_w != 1) return false;
-  // 32-bit window and tile arithmetic; 64-bit offsets from the batch index on.
+  // 32-bit window and tile arithmetic; 64-bit offsets from the batch index on. Padding, stride and dilation are
+  // int (Params); the product is compared by division, as a huge stride wrapped it.
+  if (!implicit_gemm::window_fits_int32(g)) return false;
   const int64_t most = std::numeric_limits<int32_t>::max() / 4;
-  if (std::max({g.H, g.W, g.P, g.Q, g.K, g.R, g.S, g.pad_h, g.pad_w}) *
-          std::max<int64_t>({g.stride_h, g.stride_w, g.dil_h, 1}) > most) {
+  if (std::max({g.H, g.W, g.P, g.Q, g.K, g.R, g.S, g.pad_h, g.pad_w}) >
+      most / std::max<int64_t>({g.stride_h, g.stride_w, g.dil_h, 1})) {
     return false;
   }
   // grad_out's rows are copied in 16-byte chunks; the input gradient reduces over all its channels in one block.

@@ -29,6 +29,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/conv2d.h"
 #include "kernels/cuda/common/launch.cuh"
@@ -628,6 +629,25 @@ bool launch_fast_corr(const scalar_t* src, const scalar_t* weight, const scalar_
   return launch_tiled<scalar_t, kR>(src, weight, bias, dst, c, planes, stream);
 }
 
+// The kernels hold stride, padding and dilation as int (Corr, and Geometry in
+// nhwc_common.cuh): int(w.sh) of 2^32 + 1 was 1, a computation for other
+// arguments than the given ones. Window coordinates (y * sh - ph + i * dh, and
+// (kh - 1) * dh - ph for the input gradient) lie within the padded input, so
+// that must fit int too. (p.w's stride and dilation are already 1 where they
+// change nothing: one output, one tap.)
+void check_int_window(const char* op, const conv::DepthwisePlan& p, at::IntArrayRef stride, at::IntArrayRef padding,
+                      at::IntArrayRef dilation) {
+  const auto& w = p.w;
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  TORCH_CHECK(std::max({w.sh, w.sw, w.ph, w.pw, w.dh, w.dw}) <= kMax, "customops::", op,
+              ": expected stride, padding and dilation below 2^31 on CUDA, got stride ", stride, ", padding ",
+              padding, ", dilation ", dilation);
+  const int64_t padded_h = p.s.H + 2 * w.ph, padded_w = p.s.W + 2 * w.pw;
+  TORCH_CHECK(padded_h <= kMax && padded_w <= kMax, "customops::", op,
+              ": expected the padded input's height and width (input + 2*padding) below 2^31 on CUDA, got ",
+              padded_h, " x ", padded_w);
+}
+
 // Batch chunks of the weight gradient: enough (chunk, channel) blocks to fill
 // the device a few times over.
 int64_t images_per_chunk(int64_t batch, int64_t channels) {
@@ -643,6 +663,7 @@ at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, c
   conv::check_devices("depthwise_conv2d", input, weight, bias);
   const c10::cuda::CUDAGuard guard(input.device());
   auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
+  check_int_window("depthwise_conv2d", p, stride, padding, dilation);
   if (p.channels_last) {
     depthwise_nhwc::forward(p);
     return conv::unbatch(p.out, p.s);
@@ -674,6 +695,7 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
   conv::check_devices("depthwise_conv2d_backward", input, weight, std::nullopt, grad_out);
   const c10::cuda::CUDAGuard guard(input.device());
   const auto bp = conv::depthwise_backward_plan(grad_out, input, weight, stride, padding, dilation);
+  check_int_window("depthwise_conv2d_backward", bp.p, stride, padding, dilation);
   if (bp.p.channels_last) {
     at::Tensor gi, gw, gb;
     if (output_mask[0]) {

@@ -107,6 +107,19 @@ __global__ void col2im_kernel(const scalar_t* __restrict__ src, scalar_t* __rest
   }
 }
 
+// The largest value of the kernels' window arithmetic: a window's rows and
+// columns (y * stride - padding + i * dilation) lie within the padded input,
+// stride and dilation * (kernel - 1) are index_t values of their own. 32-bit
+// indexing must fit it too: chosen from the element counts alone, index_t(w64.sh)
+// and the like truncated a huge stride or padding. (Past int32, the terms are
+// returned as they are: 64-bit indexing either way, and no sum to overflow.)
+int64_t window_extent(const fold::Plan& plan) {
+  const auto& w = plan.w;
+  const int64_t most = std::max({w.sh, w.sw, w.ph, w.pw, w.dh * (w.kh - 1), w.dw * (w.kw - 1)});
+  if (most > std::numeric_limits<int32_t>::max()) return most;
+  return std::max({most, plan.H + 2 * w.ph, plan.W + 2 * w.pw});
+}
+
 } // namespace
 
 void im2col_into(const fold::Plan& plan) {
@@ -115,7 +128,7 @@ void im2col_into(const fold::Plan& plan) {
   const int64_t windows = plan.N * plan.C * plan.out_h * plan.out_w;
   if (windows == 0) return;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "im2col_cuda", [&] {
-    with_index_type(std::max(x.numel(), out.numel()), [&](auto index) {
+    with_index_type(std::max({x.numel(), out.numel(), window_extent(plan)}), [&](auto index) {
       using index_t = decltype(index);
       // 16- or 8-byte stores where every row's length allows them.
       constexpr int kWide = launch::widest<scalar_t>();
@@ -140,7 +153,7 @@ void col2im_into(const fold::Plan& plan) {
   if (out.numel() == 0) return;
   const bool unit_stride = plan.w.sh == 1 && plan.w.sw == 1;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, cols.scalar_type(), "col2im_cuda", [&] {
-    with_index_type(std::max(cols.numel(), out.numel()), [&](auto index) {
+    with_index_type(std::max({cols.numel(), out.numel(), window_extent(plan)}), [&](auto index) {
       using index_t = decltype(index);
       // 8 pixels a thread for half types, 4 otherwise (measured on an H100:
       // 8 beat 4 by 5% in float16, 1 took 2.3x as long as 8).
