@@ -3,8 +3,10 @@
 # has torch; it has no network): build, all tests, compute-sanitizer over the
 # C++ tests, the benchmarks (op table, model training steps and their depthwise layers, written into
 # docs/ and $OUT) and the demo. One part alone, to fit a time limit: `tests`
-# (build, tests, sanitizer) or `bench` (build, benchmarks, demo).
-#   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh [tests|bench]
+# (build, tests, sanitizer), `bench` (build, benchmarks, demo) or `sanitize` (build, then compute-sanitizer's
+# memcheck, racecheck, initcheck and synccheck over the C++ tests and over the CUDA samples of every op's
+# generic tests: forward, backward and gradcheck of each OpInfo sample, which reach each op's CUDA kernels).
+#   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh [tests|bench|sanitize]
 set -uo pipefail
 export CUSTOMOPS_PYTHON="${CUSTOMOPS_PYTHON:-python3}" PYTHONUNBUFFERED=1
 # That machine's environment names a g++ that links libstdc++ statically
@@ -28,6 +30,28 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 part="${1:-all}"
 status=0
+if [[ "$part" == sanitize ]]; then
+  bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  # The four tools run side by side (each slows its process 10-100x; the GPU has room for all), one log each.
+  sanitize() {
+    local tool="$1" log="$OUT/sanitizer_$1.log" rc=0
+    compute-sanitizer --tool "$tool" --error-exitcode 9 "$CUSTOMOPS_BUILD_DIR/tests/cpp/customops_tests" \
+      >"$log" 2>&1 || rc=1
+    (cd "$ROOT" && compute-sanitizer --tool "$tool" --error-exitcode 9 --target-processes all \
+      "$CUSTOMOPS_PYTHON" -m pytest -q -p no:cacheprovider tests/python/test_ops.py \
+      -k "cuda and (matches_reference or gradcheck)") >>"$log" 2>&1 || rc=1
+    return $rc
+  }
+  pids=()
+  for tool in memcheck racecheck initcheck synccheck; do sanitize "$tool" & pids+=($!); done
+  for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+  for tool in memcheck racecheck initcheck synccheck; do
+    echo "== compute-sanitizer --tool $tool"
+    grep -E "ERROR SUMMARY|passed|failed|error" "$OUT/sanitizer_$tool.log" | tail -4
+  done | tee "$OUT/sanitizer.log"
+  echo "gpu_check exit status: $status"
+  exit $status
+fi
 if [[ "$part" != bench ]]; then
   bash "$ROOT/scripts/test.sh" -rs 2>&1 | tee "$OUT/test.log" || status=1
   if command -v compute-sanitizer >/dev/null; then

@@ -4,7 +4,8 @@
 #
 # In the project's virtual environments (no CUSTOMOPS_PYTHON) it tests both ends of the supported
 # torch range, as CI does: the newest (.venv, build/), then the oldest (.venv-torch<version>,
-# build-torch<version>/). CUSTOMOPS_TORCH=<version> tests that torch alone.
+# build-torch<version>/), then the CPU kernels under AddressSanitizer and UndefinedBehaviorSanitizer
+# (scripts/sanitize.sh, build-asan/). CUSTOMOPS_TORCH=<version> tests that torch alone.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -19,6 +20,10 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   CUSTOMOPS_TORCH="$oldest" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" \
     bash "$0" "$@" || status=1
   echo "customops: tests against torch $oldest took $((SECONDS - start)) s" >&2
+  start=$SECONDS
+  # The CPU kernels once more, built with AddressSanitizer and UndefinedBehaviorSanitizer.
+  bash "$ROOT/scripts/sanitize.sh" || status=1
+  echo "customops: the sanitized build and its tests took $((SECONDS - start)) s" >&2
   exit $status
 fi
 

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds customops CPU-only with AddressSanitizer and UndefinedBehaviorSanitizer into build-asan/ (against the
+# environment's torch, see env.sh) and runs under them the C++ tests and the Python tests that reach every CPU
+# kernel: the ops' generic tests (forward, backward, gradcheck, errors, fake kernels), the property tests' CI
+# profile, the fuzz test and the concurrency tests. A sanitizer report fails the run. Arguments go to pytest.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+ASAN_BUILD="${CUSTOMOPS_ASAN_BUILD_DIR:-$ROOT/build-asan}"
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S "$ROOT" -B "$ASAN_BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUSTOMOPS_PYTHON="$PYTHON" \
+  -DCUSTOMOPS_WITH_CUDA=OFF -DCUSTOMOPS_SANITIZE=ON -DCUSTOMOPS_STAGE_PYTHON=OFF >/dev/null
+cmake --build "$ASAN_BUILD" --parallel "$(nproc)"
+
+# Python and libtorch keep allocations until exit by design; leak reports would be about them, not us. An
+# allocation too large for memory fails as it does unsanitized (ATen raises), not as an ASan report; SIGFPE
+# and SIGSEGV are left to the program (the fuzz test's harness names the signal that killed its child).
+export ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:allow_user_segv_handler=1:allocator_may_return_null=1:handle_sigfpe=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export CUSTOMOPS_LIBRARY="$ASAN_BUILD/libcustomops.so" CUSTOMOPS_BUILD_DIR="$ASAN_BUILD"
+
+status=0
+# The test programs link the ASan runtime themselves (and the install test runs CMake and nvcc, which must not
+# load it).
+(cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 900) || status=1
+# libtorch and Python are not instrumented: the ASan runtime must be loaded before them.
+cxx="${CXX:-g++}"
+export LD_PRELOAD="$("$cxx" -print-file-name=libasan.so) $("$cxx" -print-file-name=libubsan.so)"
+cd "$ROOT"
+"$PYTHON" -m pytest -q -p no:cacheprovider tests/python/test_ops.py \
+  -k "matches_reference or gradcheck or error_inputs or fake_kernels or autocast" "$@" || status=1
+"$PYTHON" -m pytest -q -p no:cacheprovider tests/python/test_properties.py tests/python/test_fuzz.py \
+  tests/python/test_concurrency.py "$@" || status=1
+exit $status
