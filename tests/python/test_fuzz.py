@@ -409,7 +409,7 @@ def _limit_address_space():
 # them first, on the CPU, so that a regression fails here with its call rather than killing pytest. Each must run
 # (the depthwise one with a one-tap kernel is valid) or fail cleanly.
 REGRESSIONS = [
-    # SIGFPE: kernel_size's product overflowed int64 to 0 and divided the rows (the reproducer).
+    # SIGFPE: kernel_size's product overflowed int64 to 0 and divided the rows.
     "torch.ops.customops.col2im(_t((3, 8, 5)), [5, 5], [2**62, 4], [1, 1], [0, 0], [1, 1])",
     "torch.ops.customops.im2col_backward(_t((1, 6, 3), torch.bfloat16), [2, 2], [2**62, 3 * 2**61], [2, 2], [1, 2],"
     " [2, 1])",

@@ -18,7 +18,7 @@
 // wave of threads.
 //
 // Measured on an H100 over MobileNetV2's 3x3 layers (batch 128, channels_last,
-// queued; session script beside python -m customops.benchmark.depthwise_passes),
+// queued; timed as python -m customops.benchmark.depthwise_passes times them),
 // share of the copy bandwidth, this kernel against the one before (float:
 // bands of 7 rows a thread, a thread a band or a run of them; half types: the
 // row-streaming kernels): float 68-99% (61-99%), float16 52-95% (32-82%),
