@@ -20,9 +20,10 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export CUSTOMOPS_LIBRARY="$ASAN_BUILD/libcustomops.so" CUSTOMOPS_BUILD_DIR="$ASAN_BUILD"
 
 status=0
-# The test programs link the ASan runtime themselves (and the install test runs CMake and nvcc, which must not
-# load it).
-(cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 900) || status=1
+# The test programs link the ASan runtime themselves. The install test is left out: it builds a separate,
+# uninstrumented consumer project (its CMake and nvcc must not load the runtime, nor can its program load it
+# first), and what it checks, the installed package, the unsanitized builds test.
+(cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 900 -E install_and_consume) || status=1
 # libtorch and Python are not instrumented: the ASan runtime must be loaded before them.
 cxx="${CXX:-g++}"
 export LD_PRELOAD="$("$cxx" -print-file-name=libasan.so) $("$cxx" -print-file-name=libubsan.so)"
