@@ -440,7 +440,8 @@ REGRESSIONS = [
 ]
 
 
-def run_child(seed, calls, device, log_path, findings_path):
+def run_child(seed, calls, device, log_path, findings_path, start=0):
+    """Makes calls start..calls-1 of the seed's sequence (the regressions first where start is 0)."""
     import customops  # noqa: F401
 
     if device == "cpu":
@@ -451,8 +452,13 @@ def run_child(seed, calls, device, log_path, findings_path):
     names = op_names()
     rng = random.Random(seed)
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    findings, outcomes = [], {"ok": 0, "error": 0, "skipped": 0}
-    for line in REGRESSIONS if device == "cpu" else []:
+    # Outcomes and findings are written as they come, a JSON line each: a child that dies keeps what it found.
+    record = os.open(findings_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+
+    def note(entry):
+        os.write(record, (json.dumps(entry) + "\n").encode())
+
+    for line in REGRESSIONS if device == "cpu" and start == 0 else []:
         os.write(log, (line + "\n").encode())
         name = line.split("(", 1)[0].rsplit(".", 1)[1]
         exc = None
@@ -462,15 +468,17 @@ def run_child(seed, calls, device, log_path, findings_path):
             exc = e
         problem = check_result(name, exc)
         if problem is not None:
-            findings.append({"call": line, "problem": problem})
+            note({"call": line, "problem": problem})
     for i in range(calls):
         name, args, mode = random_call(rng, names[i % len(names)], device, devices)
+        if i < start:  # made by an earlier child: drawn again only to reach the same sequence
+            continue
         line = call_line(name, args, mode)
         os.write(log, (line + "\n").encode())
         try:
             built = _build(args)
         except (_Unbuildable, RuntimeError):  # e.g. strides past int64: not the op's to check
-            outcomes["skipped"] += 1
+            note({"outcome": "skipped"})
             continue
         exc = None
         try:
@@ -480,16 +488,15 @@ def run_child(seed, calls, device, log_path, findings_path):
             if isinstance(e, KeyboardInterrupt):
                 raise
             exc = e
-        outcomes["ok" if exc is None else "error"] += 1
+        note({"outcome": "ok" if exc is None else "error"})
         problem = check_result(name, exc, built)
         if problem is not None:
-            findings.append({"call": line, "problem": problem})
+            note({"call": line, "problem": problem})
         if device == "cuda":
             torch.cuda.synchronize()  # an asynchronous fault belongs to this call
     os.write(log, b"# done\n")
     os.close(log)
-    with open(findings_path, "w") as f:
-        json.dump({"findings": findings, "outcomes": outcomes}, f)
+    os.close(record)
 
 
 def repro(line):
@@ -511,12 +518,47 @@ def _calls(device="cpu") -> int:
     return int(os.environ.get("CUSTOMOPS_FUZZ_CALLS", CI_CALLS if device == "cpu" else CI_CALLS // 3))
 
 
+# AddressSanitizer's operator new cannot throw std::bad_alloc: an allocation past the child's memory aborts the
+# child with one of these reports (allocator_may_return_null covers malloc only, which ATen's allocator uses).
+_SANITIZER_OUT_OF_MEMORY = re.compile(r"AddressSanitizer: (out-of-memory|allocation-size-too-big|requested allocation "
+                                      r"size .* exceeds maximum)")
+
+
 def run_fuzz(device, calls, seed=SEED, script=__file__, hang_s=HANG_S):
-    """Runs the child; returns its findings, or fails with the call that crashed or hung it."""
+    """Runs the child; returns its findings, or fails with the call that crashed or hung it. A child that a
+    sanitizer stopped for running out of memory in a call (a std::bad_alloc, unsanitized) counts that call as
+    out of memory, and a new child goes on from the next call."""
+    result = {"findings": [], "outcomes": {"ok": 0, "error": 0, "skipped": 0, "out_of_memory": 0}}
+    start = 0
+    while True:
+        status, log, output, recorded = _run_child(device, calls, seed, script, hang_s, start)
+        for entry in recorded:
+            if "outcome" in entry:
+                result["outcomes"][entry["outcome"]] += 1
+            else:
+                result["findings"].append(entry)
+        if status is None:
+            return result
+        regressions = len(REGRESSIONS) if device == "cpu" and start == 0 and script == __file__ else 0
+        died_at = start + len(log) - regressions - 1  # the fuzz call that was running, if not a regression
+        if status == "SIGABRT" and _SANITIZER_OUT_OF_MEMORY.search(output) and died_at >= start:
+            result["outcomes"]["out_of_memory"] += 1
+            start = died_at + 1
+            if start < calls:
+                continue
+            return result
+        last = log[-1] if log else "(no call started)"
+        how = f"signal {status}" if status.startswith("SIG") else status
+        pytest.fail(f"the fuzz child died ({how}) in the call\n  {last}\n"
+                    f"reproduce: python {os.path.relpath(__file__)} --repro '<the call>'\n{output[-3000:]}")
+
+
+def _run_child(device, calls, seed, script, hang_s, start):
+    """(how the child died or None, its log lines, its output, what it recorded)."""
     with tempfile.TemporaryDirectory() as tmp:
         log_path, findings_path = os.path.join(tmp, "calls.log"), os.path.join(tmp, "findings.json")
         cmd = [sys.executable, os.path.abspath(script), "--child", "--seed", str(seed), "--calls", str(calls),
-               "--device", device, "--log", log_path, "--findings", findings_path]
+               "--start", str(start), "--device", device, "--log", log_path, "--findings", findings_path]
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
         child = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         last_size, last_change = -1, time.monotonic()
@@ -530,13 +572,22 @@ def run_fuzz(device, calls, seed=SEED, script=__file__, hang_s=HANG_S):
                 child.wait()
                 pytest.fail(f"hang: no progress for {hang_s:.0f} s in the call\n  {_last_call(log_path)}")
         output = child.stdout.read().decode(errors="replace")
+        log = _log_lines(log_path)
+        recorded = []
+        if os.path.exists(findings_path):
+            with open(findings_path) as f:
+                recorded = [json.loads(line) for line in f if line.endswith("\n")]  # a last line cut off: dropped
+        how = None
         if child.returncode != 0:
-            how = (f"signal {signal.Signals(-child.returncode).name}" if child.returncode < 0
-                   else f"exit code {child.returncode}")
-            pytest.fail(f"the fuzz child died ({how}) in the call\n  {_last_call(log_path)}\n"
-                        f"reproduce: python {os.path.relpath(__file__)} --repro '<the call>'\n{output[-3000:]}")
-        with open(findings_path) as f:
-            return json.load(f)
+            how = signal.Signals(-child.returncode).name if child.returncode < 0 else f"exit code {child.returncode}"
+        return how, log, output, recorded
+
+
+def _log_lines(log_path) -> list:
+    if not os.path.exists(log_path):
+        return []
+    with open(log_path) as f:
+        return [line for line in f.read().splitlines() if not line.startswith("# done")]
 
 
 def _last_call(log_path) -> str:
@@ -568,6 +619,19 @@ def test_fuzz_harness_reports_a_crash_with_its_call(tmp_path):
         run_fuzz("cpu", 1, script=script)
 
 
+def test_fuzz_harness_goes_on_after_a_sanitizer_out_of_memory(tmp_path):
+    """A child that AddressSanitizer stopped for an allocation past memory: that call counts as out of memory and
+    a new child makes the calls after it."""
+    script = tmp_path / "oom.py"
+    script.write_text(
+        "import json, os, sys\na = sys.argv\nopt = lambda k: a[a.index(k) + 1]\nstart = int(opt('--start'))\n"
+        "open(opt('--log'), 'w').write(''.join(f'call{i}()\\n' for i in range(start, 2 if start == 0 else 3)))\n"
+        "if start == 0:\n    print('==1==ERROR: AddressSanitizer: out-of-memory', flush=True)\n    os.abort()\n"
+        "open(opt('--findings'), 'w').write('{\"outcome\": \"ok\"}\\n')\n")
+    result = run_fuzz("cpu", 3, script=script)
+    assert result == {"findings": [], "outcomes": {"ok": 1, "error": 0, "skipped": 0, "out_of_memory": 1}}
+
+
 def test_fuzz_harness_reports_a_hang_with_its_call(tmp_path):
     script = tmp_path / "hang.py"
     script.write_text("import sys, time\nlog = sys.argv[sys.argv.index('--log') + 1]\n"
@@ -582,6 +646,7 @@ if __name__ == "__main__":
     parser.add_argument("--repro")
     parser.add_argument("--seed", type=int, default=SEED)
     parser.add_argument("--calls", type=int, default=CI_CALLS)
+    parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--log")
     parser.add_argument("--findings")
@@ -589,4 +654,4 @@ if __name__ == "__main__":
     if opts.repro:
         repro(opts.repro)
     else:
-        run_child(opts.seed, opts.calls, opts.device, opts.log, opts.findings)
+        run_child(opts.seed, opts.calls, opts.device, opts.log, opts.findings, opts.start)
