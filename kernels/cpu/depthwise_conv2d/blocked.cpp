@@ -120,13 +120,6 @@ struct Extent {
   int64_t rows, cols, out_wp;
 };
 
-// (n - 1) * s + (k - 1) * d + 1 in *r; false where it overflows int64.
-bool reach(int64_t n, int64_t k, int64_t d, int64_t s, int64_t* r) {
-  int64_t a = 0, b = 0;
-  return !c10::mul_overflows(n - 1, s, &a) && !c10::mul_overflows(k - 1, d, &b) && !c10::add_overflows(a, b, r) &&
-         !c10::add_overflows(*r, int64_t{1}, r);
-}
-
 // nullopt where the extent overflows int64: the columns of whole blocks reach
 // (out_wp - 1) * sw, which wrapped for a huge stride (even one output column
 // rounds up to P), and a wrapped extent could pass applies()'s budget.
@@ -134,7 +127,9 @@ std::optional<Extent> extent_of(const conv::DepthwisePlan& p, int64_t P) {
   const auto& w = p.w;
   const int64_t out_wp = (p.s.out_w + P - 1) / P * P;  // the last block computes whole
   Extent e{0, 0, out_wp};
-  if (!reach(p.s.out_h, w.kh, w.dh, w.sh, &e.rows) || !reach(out_wp, w.kw, w.dw, w.sw, &e.cols)) return std::nullopt;
+  if (!fold::reach(p.s.out_h, w.kh, w.dh, w.sh, &e.rows) || !fold::reach(out_wp, w.kw, w.dw, w.sw, &e.cols)) {
+    return std::nullopt;
+  }
   return e;
 }
 

@@ -51,14 +51,6 @@ struct Padded {
   int64_t rows, cols, stride;
 };
 
-// (n - 1) * s + (k - 1) * d + 1 in *r: what n outputs' windows read along an
-// axis; false where it overflows int64.
-bool reach(int64_t n, int64_t k, int64_t d, int64_t s, int64_t* r) {
-  int64_t a = 0, b = 0;
-  return !c10::mul_overflows(n - 1, s, &a) && !c10::mul_overflows(k - 1, d, &b) && !c10::add_overflows(a, b, r) &&
-         !c10::add_overflows(*r, int64_t{1}, r);
-}
-
 // Fails (naming `op`) where the extent or its element count, rows * stride,
 // overflows int64 (huge padding or dilation): a wrapped count allocated a small
 // buffer that pad_plane wrote past. Every buffer offset below is then in range.
@@ -66,7 +58,7 @@ template <typename opmath_t>
 Padded padded_extent(const char* op, int64_t out_h, int64_t out_w, const fold::Window& w) {
   Padded e{};
   int64_t count = 0;
-  const bool fits = reach(out_h, w.kh, w.dh, w.sh, &e.rows) && reach(out_w, w.kw, w.dw, w.sw, &e.cols) &&
+  const bool fits = fold::reach(out_h, w.kh, w.dh, w.sh, &e.rows) && fold::reach(out_w, w.kw, w.dw, w.sw, &e.cols) &&
                     !c10::add_overflows(e.cols, int64_t{kMaxRunVectors / 2 * Vec<opmath_t>::size()}, &e.stride) &&
                     !c10::mul_overflows(e.rows, e.stride, &count);
   TORCH_CHECK(fits, "customops::", op, ": padding and dilation too large: the zero-padded plane that the kernel "
