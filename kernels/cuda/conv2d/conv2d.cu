@@ -193,9 +193,11 @@ bool channels_last(const at::Tensor& input) {
   return conv::result_format(input) == at::MemoryFormat::ChannelsLast;
 }
 
-// A batched result of the implicit kernels (NHWC) in the memory format PyTorch gives input's convolution.
+// A result of the fast kernels (batched, NHWC) in the memory format PyTorch gives input's convolution, and without
+// the batch dimension where input has none (contiguous then: the Meta kernels' strides).
 at::Tensor like_input(const at::Tensor& nhwc_result, const at::Tensor& input) {
-  return to_format(nhwc_result, conv::result_format(input));
+  const auto out = to_format(nhwc_result, conv::result_format(input));
+  return input.dim() == 4 ? out : out.squeeze(0);
 }
 
 // Whether the stem kernels take a call (few input channels, which the implicit GEMM refuses for alignment). NCHW
@@ -289,7 +291,7 @@ at::Tensor fast_forward(const at::Tensor& input, const at::Tensor& weight, const
   }
   log_choice(Pass::kForward, r, g, groups, input);
   if (r != Refusal::kNone) return {};
-  return s.batched ? like_input(y, input) : y.squeeze(0);
+  return like_input(y, input);
 }
 
 // Events that fan the weight gradient's streams out and back in, kept per thread and device: creating and
@@ -396,8 +398,7 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
         const auto wt = nhwc(weight);
         r = aligned(wt) ? implicit_gemm::input_grad(gout, wt, grad_input, g) : Refusal::kAlignment;
       }
-      grad_input =
-          r == Refusal::kNone ? (s.batched ? like_input(grad_input, input) : grad_input.squeeze(0)) : at::Tensor();
+      grad_input = r == Refusal::kNone ? like_input(grad_input, input) : at::Tensor();
     }
     log_choice(Pass::kInputGrad, r, g, groups, input);
   }
