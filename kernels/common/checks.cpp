@@ -51,6 +51,9 @@ void floating(const char* op, const char* arg, const at::Tensor& t) {
 
 void same_device(const char* op, const char* arg_a, const at::Tensor& a, const char* arg_b,
                  const at::Tensor& b) {
+  // The CUDA kernels compare devices first, before the shape checks that name a missing tensor.
+  defined(op, arg_a, a);
+  defined(op, arg_b, b);
   TORCH_CHECK(a.device() == b.device(), "customops::", op, ": expected ", arg_a, " and ", arg_b,
               " on the same device, got ", arg_a, " on ", a.device(), " and ", arg_b, " on ",
               b.device());

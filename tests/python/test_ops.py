@@ -310,6 +310,31 @@ def test_error_inputs(op: OpInfo, device):
             fn(*ei.sample.args, **ei.sample.kwargs)
 
 
+@pytest.mark.parametrize("op,device", list(op_device_params()))
+def test_backend_kernels_name_a_missing_tensor(op: OpInfo, device):
+    """None for a required tensor, forward op and backward op, under inference_mode, where the backends' kernels
+    take the call without the Autograd kernel's checks first: the error names the argument."""
+    sample = next(iter(op.sample_inputs(device, torch.float32, False)))
+    grad = torch.ones_like(op.overload(*sample.args, **sample.kwargs))
+    calls = [(op.overload, list(sample.args), sample.kwargs),
+             (op.backward_overload, list(op.backward_args(sample, grad)), {})]
+    checked = 0
+    for fn, args, kwargs in calls:
+        schema = fn._schema.arguments
+        if sum(isinstance(a, torch.Tensor) for a in args) < 2:
+            continue  # with no tensor left the dispatcher finds no kernel (its own error)
+        for i, a in enumerate(args):
+            if not isinstance(a, torch.Tensor) or isinstance(schema[i].type, torch.OptionalType):
+                continue
+            bad = args[:i] + [None] + args[i + 1:]
+            with torch.inference_mode(), pytest.raises(RuntimeError, match=rf"expected {schema[i].name} to be a "
+                                                                          "tensor, got None"):
+                fn(*bad, **kwargs)
+            checked += 1
+    if not checked:
+        pytest.skip("one tensor argument: without it the dispatcher has no kernel to call")
+
+
 @pytest.mark.parametrize("op", OP_DB, ids=str)
 def test_error_inputs_on_meta(op: OpInfo):
     """The Meta kernels (what torch.compile traces) reject the same inputs."""
