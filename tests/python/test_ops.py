@@ -87,7 +87,11 @@ def _check_against_reference(op: OpInfo, sample: SampleInput, ref_sample: Sample
     ref_grads = torch.autograd.grad(expected, _grad_inputs(ref_sample), grad.double())
     for t, g, rg in zip(inputs, grads, ref_grads):
         assert g.dtype == t.dtype, f"{sample.name}: a {t.dtype} input got a {g.dtype} gradient"
-        torch.testing.assert_close(g.double(), rg, rtol=rtol, atol=atol,
+        # An element of a gradient sums terms about as large as the gradient's largest, and the half types round
+        # each: its error scales with them, not with what cancellation leaves (PyTorch's own bfloat16 convolution
+        # is 0.12 off where an input's gradient reaches 45).
+        scale = max(1.0, rg.abs().max().item()) if rg.numel() else 1.0
+        torch.testing.assert_close(g.double(), rg, rtol=rtol, atol=atol * scale,
                                    msg=lambda m: f"{sample.name} (gradient): {m}")
     _check_memory_format(op, sample, grads[0], "the input's gradient")
 
