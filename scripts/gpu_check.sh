@@ -5,7 +5,7 @@
 # docs/ and $OUT) and the demo. One part alone, to fit a time limit: `tests`
 # (build, tests, sanitizer), `bench` (build, benchmarks, demo) or `sanitize` (build, then compute-sanitizer's
 # memcheck, racecheck, initcheck and synccheck over the C++ tests and over the CUDA samples of every op's
-# generic tests: forward, backward and gradcheck of each OpInfo sample, which reach each op's CUDA kernels).
+# generic tests: forward and backward of each OpInfo sample in each dtype).
 #   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh [tests|bench|sanitize]
 set -uo pipefail
 export CUSTOMOPS_PYTHON="${CUSTOMOPS_PYTHON:-python3}" PYTHONUNBUFFERED=1
@@ -34,12 +34,17 @@ if [[ "$part" == sanitize ]]; then
   bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
   # The four tools run side by side (each slows its process 10-100x; the GPU has room for all), one log each.
   sanitize() {
-    local tool="$1" log="$OUT/sanitizer_$1.log" rc=0
-    compute-sanitizer --tool "$tool" --error-exitcode 9 "$CUSTOMOPS_BUILD_DIR/tests/cpp/customops_tests" \
+    local tool="$1" log="$OUT/sanitizer_$1.log" rc=0 options=()
+    # PyTorch's resize_ (its im2col, the im2col reference, uses it) copies a new storage's uninitialised bytes with
+    # cudaMemcpy; the library itself makes no copies, so initcheck watches the kernels' loads only.
+    [[ "$tool" == initcheck ]] && options=(--check-api-memory-access no)
+    compute-sanitizer --tool "$tool" "${options[@]}" --error-exitcode 9 "$CUSTOMOPS_BUILD_DIR/tests/cpp/customops_tests" \
       >"$log" 2>&1 || rc=1
-    (cd "$ROOT" && compute-sanitizer --tool "$tool" --error-exitcode 9 --target-processes all \
-      "$CUSTOMOPS_PYTHON" -m pytest -q -p no:cacheprovider tests/python/test_ops.py \
-      -k "cuda and (matches_reference or gradcheck)") >>"$log" 2>&1 || rc=1
+    # Every sample's forward and backward in every dtype (gradcheck's thousands of small calls would take these
+    # tools most of an hour).
+    (cd "$ROOT" && compute-sanitizer --tool "$tool" "${options[@]}" --error-exitcode 9 --target-processes all \
+      "$CUSTOMOPS_PYTHON" -m pytest -q -p no:cacheprovider tests/python/test_ops.py -k "cuda and matches_reference") \
+      >>"$log" 2>&1 || rc=1
     return $rc
   }
   pids=()
