@@ -558,9 +558,8 @@ def run_fuzz(device, calls, seed=SEED, script=__file__, hang_s=HANG_S):
             if start < calls:
                 continue
             return result
-        last = log[-1] if log else "(no call started)"
         how = f"signal {status}" if status.startswith("SIG") else status
-        pytest.fail(f"the fuzz child died ({how}) in the call\n  {last}\n"
+        pytest.fail(f"the fuzz child died ({how}) in the call\n  {_last_call(log)}\n"
                     f"reproduce: python {os.path.relpath(__file__)} --repro '<the call>'\n{output[-3000:]}")
 
 
@@ -581,7 +580,7 @@ def _run_child(device, calls, seed, script, hang_s, start):
             elif time.monotonic() - last_change > hang_s:
                 child.kill()
                 child.wait()
-                pytest.fail(f"hang: no progress for {hang_s:.0f} s in the call\n  {_last_call(log_path)}")
+                pytest.fail(f"hang: no progress for {hang_s:.0f} s in the call\n  {_last_call(_log_lines(log_path))}")
         output = child.stdout.read().decode(errors="replace")
         log = _log_lines(log_path)
         recorded = []
@@ -601,9 +600,7 @@ def _log_lines(log_path) -> list:
         return [line for line in f.read().splitlines() if not line.startswith("# done")]
 
 
-def _last_call(log_path) -> str:
-    with open(log_path) as f:
-        lines = f.read().splitlines()
+def _last_call(lines) -> str:
     return lines[-1] if lines else "(no call started)"
 
 
