@@ -371,8 +371,8 @@ _CONVS = [
     ((2, 3, 12, 12), (16, 3, 7, 7), True, 2, 3, 1, 1, "stem_7x7_s2"),
     # A huge dilation over a filter of one row is valid and changes nothing (found by test_fuzz.py, see _DEPTHWISE).
     ((1, 2, 5, 5), (2, 2, 1, 3), True, 1, (1, 1), (2**62, 1), 1, "one_row_filter_huge_dilation"),
-    # A dilated filter axis over a one-pixel-wide input (found by test_properties.py's long profile: torch 2.11's
-    # CPU float16 and bfloat16 convolutions crash on it, see _conv2d_ref).
+    # A dilated filter axis over a one-pixel-wide input (found by test_properties.py's long profile, where the
+    # reference, torch 2.11's oneDNN convolution in float16, crashed on it: see test_properties._without_onednn).
     ((3, 6, 2, 1), (6, 3, 1, 2), True, (3, 2), (2, 3), (1, 2), 2, "one_pixel_wide_dilated"),
 ]
 
@@ -598,33 +598,17 @@ def _conv_backward_args(depthwise):
 
 
 def _conv2d_ref(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
-    """F.conv2d with arguments that change nothing normalised: the dilation of an axis of one tap set to 1, a stride
-    past the whole padded input lowered to just past it (one window either way), and in the CPU's half types the
-    padding made explicit (F.pad). PyTorch's CUDA convolutions hold dilation and stride in 32 bits (2**62 gave wrong
-    results or CUDNN_STATUS_NOT_SUPPORTED), and torch 2.11's CPU float16 and bfloat16 convolutions crash (SIGSEGV) on
-    a dilated axis over a one-pixel-wide input, which padding it first avoids."""
+    """F.conv2d with arguments that change nothing normalised: the dilation of an axis of one tap set to 1, and a
+    stride past the whole padded input lowered to just past it (one window either way): PyTorch's CUDA convolutions
+    hold dilation and stride in 32 bits (2**62 gave wrong results or CUDNN_STATUS_NOT_SUPPORTED)."""
     d = list(dilation) if isinstance(dilation, (tuple, list)) else [dilation, dilation]
     d = [1 if w.shape[2 + i] == 1 else d[i] for i in range(2)]
-    if x.device.type == "cpu" and x.dtype in (torch.float16, torch.bfloat16):
-        (top, bottom), (left, right) = _padding_sides(padding, w.shape[2:], d)
-        x, padding = torch.nn.functional.pad(x, (left, right, top, bottom)), 0
     if not isinstance(padding, str):
         s = list(stride) if isinstance(stride, (tuple, list)) else [stride, stride]
         p = list(padding) if isinstance(padding, (tuple, list)) else [padding, padding]
         span = [x.shape[-2 + i] + 2 * p[i] - d[i] * (w.shape[2 + i] - 1) - 1 for i in range(2)]
         stride = [min(s[i], span[i] + 1) if span[i] >= 0 else s[i] for i in range(2)]
     return torch.nn.functional.conv2d(x, w, b, stride, padding, d, groups)
-
-
-def _padding_sides(padding, kernel, dilation):
-    """[(top, bottom), (left, right)] zeros of a convolution's padding argument ("same" puts the odd one last)."""
-    if padding == "valid":
-        return [(0, 0), (0, 0)]
-    if padding == "same":
-        totals = [dilation[i] * (kernel[i] - 1) for i in range(2)]
-        return [(t // 2, t - t // 2) for t in totals]
-    p = list(padding) if isinstance(padding, (tuple, list)) else [padding, padding]
-    return [(p[0], p[0]), (p[1], p[1])]
 
 
 def _depthwise_ref(x, w, b=None, stride=1, padding=0, dilation=1):

@@ -172,6 +172,20 @@ def _environment(case: S.Case):
                 os.environ[k] = v
 
 
+@contextlib.contextmanager
+def _without_onednn():
+    """PyTorch's CPU convolutions off oneDNN (to its own kernels) for the duration: torch 2.11's oneDNN brgemm
+    convolution crashes (SIGSEGV in perform_outwork) on some small shapes, now and then, in float32 and float16 alike,
+    e.g. F.conv2d(x, w, b, (3, 2), (2, 3), (1, 2), 2) with x 3x6x2x1 and w 6x3x1x2 in float16 within 3000 calls. The
+    references in the ops' own dtypes would take it; float64 never does."""
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+
+
 # --- the properties -------------------------------------------------------------------------------------------------
 
 
@@ -179,11 +193,12 @@ def _evaluate(op: OpInfo, case: S.Case, built: Built, dtype, grad=None, wrt="lea
     """The reference on built's values in `dtype` (None: the op's dtypes) on the CPU, and with a gradient of its
     output, its vector-Jacobian product with respect to the leaves or the views (the first `count`)."""
     ref = built.reference(case, requires_grad=grad is not None, dtype=dtype)
-    out = _reference(op, ref.sample)
-    if grad is None:
-        return out, None
-    targets = ref.leaves if wrt == "leaves" else ref.views[:count]
-    grads = torch.autograd.grad(out, targets, grad.detach().cpu().to(out.dtype), allow_unused=True)
+    with _without_onednn():
+        out = _reference(op, ref.sample)
+        if grad is None:
+            return out, None
+        targets = ref.leaves if wrt == "leaves" else ref.views[:count]
+        grads = torch.autograd.grad(out, targets, grad.detach().cpu().to(out.dtype), allow_unused=True)
     return out, [torch.zeros_like(t) if g is None else g for t, g in zip(targets, grads)]
 
 
