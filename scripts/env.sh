@@ -38,6 +38,18 @@ ensure_system_tools() {
   fi
 }
 
+# torch with its CUDA libraries takes about 6 GB in a venv, and pip needs about 4 GB more while it installs: fail
+# before starting rather than with "No space left on device" half-way through.
+ensure_disk_space() {
+  local need_gb=10 free_gb
+  free_gb=$(df -Pk "$ROOT" | awk 'NR == 2 { print int($4 / 1048576) }')
+  if ((free_gb < need_gb)); then
+    echo "customops: installing $REQUIREMENTS into $VENV needs about $need_gb GB of free disk;" \
+      "$free_gb GB is free there. Free some space, or set CUSTOMOPS_PYTHON to a python that has torch." >&2
+    exit 1
+  fi
+}
+
 if [[ -n "${CUSTOMOPS_PYTHON:-}" ]]; then
   PYTHON="$(command -v "$CUSTOMOPS_PYTHON")"
   export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
@@ -47,9 +59,11 @@ else
   [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
   stamp="$VENV/.requirements.sha256"
   if ! sha256sum --status -c "$stamp" 2>/dev/null; then
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -r "$REQUIREMENTS"
-    "$VENV/bin/python" -m pip install -q --no-deps -r "$ROOT/requirements-headers.txt"
+    compgen -G "$VENV/lib/python*/site-packages/torch" >/dev/null || ensure_disk_space
+    # No wheel cache: a second copy of torch's wheels (4 GB for each torch) is of no use once installed.
+    "$VENV/bin/python" -m pip install -q --no-cache-dir --upgrade pip
+    "$VENV/bin/python" -m pip install -q --no-cache-dir -r "$REQUIREMENTS"
+    "$VENV/bin/python" -m pip install -q --no-cache-dir --no-deps -r "$ROOT/requirements-headers.txt"
     sha256sum "$ROOT"/requirements*.txt "$ROOT"/requirements/*.txt >"$stamp"
   fi
   PYTHON="$VENV/bin/python"
