@@ -5,8 +5,10 @@
 # docs/ and $OUT) and the demo. One part alone, to fit a time limit: `tests`
 # (build, tests, sanitizer), `bench` (build, benchmarks, demo) or `sanitize` (build, then compute-sanitizer's
 # memcheck, racecheck, initcheck and synccheck over the C++ tests and over the CUDA samples of every op's
-# generic tests: forward and backward of each OpInfo sample in each dtype).
-#   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh [tests|bench|sanitize]
+# generic tests: forward and backward of each OpInfo sample in each dtype) or `long` (build, then the property
+# tests' long profile on CUDA; arguments after it go to pytest instead of `-k cuda`, e.g. to split the run up:
+# -k "cuda and test_forward").
+#   CUSTOMOPS_PYTHON=python3 scripts/gpu_check.sh [tests|bench|sanitize|long [pytest arguments]]
 set -uo pipefail
 export CUSTOMOPS_PYTHON="${CUSTOMOPS_PYTHON:-python3}" PYTHONUNBUFFERED=1
 # That machine's environment names a g++ that links libstdc++ statically
@@ -30,6 +32,19 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 part="${1:-all}"
 status=0
+if [[ "$part" == long ]]; then
+  shift
+  selection=("$@")
+  ((${#selection[@]})) || selection=(-k cuda)
+  bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  # Random examples (not derandomized): a failure prints the example and its reproduce_failure blob; a crash prints
+  # the Python stack (faulthandler).
+  (cd "$ROOT" && CUSTOMOPS_HYPOTHESIS_PROFILE=long "$CUSTOMOPS_PYTHON" -X faulthandler -m pytest -q \
+    -p no:cacheprovider tests/python/test_properties.py "${selection[@]}") >"$OUT/long.log" 2>&1 || status=1
+  tail -40 "$OUT/long.log"
+  echo "gpu_check exit status: $status"
+  exit $status
+fi
 if [[ "$part" == sanitize ]]; then
   bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
   # The four tools run side by side (each slows its process 10-100x; the GPU has room for all), one log each.
