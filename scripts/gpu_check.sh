@@ -32,11 +32,15 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 
 part="${1:-all}"
 status=0
+# The parts that run no tests build first, quietly (the log in $OUT), and stop on a failed build.
+build_only() {
+  bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+}
 if [[ "$part" == long ]]; then
   shift
   selection=("$@")
   ((${#selection[@]})) || selection=(-k cuda)
-  bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  build_only
   # Random examples (not derandomized): a failure prints the example and its reproduce_failure blob; a crash prints
   # the Python stack (faulthandler).
   (cd "$ROOT" && CUSTOMOPS_HYPOTHESIS_PROFILE=long "$CUSTOMOPS_PYTHON" -X faulthandler -m pytest -q \
@@ -46,7 +50,7 @@ if [[ "$part" == long ]]; then
   exit $status
 fi
 if [[ "$part" == sanitize ]]; then
-  bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  build_only
   # The four tools run side by side (each slows its process 10-100x; the GPU has room for all), one log each.
   sanitize() {
     local tool="$1" log="$OUT/sanitizer_$1.log" rc=0 options=()
@@ -80,7 +84,7 @@ if [[ "$part" != bench ]]; then
   fi
   [[ "$part" == tests ]] && { echo "gpu_check exit status: $status"; exit $status; }
 else
-  bash "$ROOT/scripts/build.sh" >"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+  build_only
 fi
 tag="$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr -cs 'A-Za-z0-9' '_' | sed 's/_$//')"
 # Relative paths, so that the command recorded in the table is the one to type.

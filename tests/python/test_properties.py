@@ -177,7 +177,8 @@ def _without_onednn():
     """PyTorch's CPU convolutions off oneDNN (to its own kernels) for the duration: torch 2.11's oneDNN brgemm
     convolution crashes (SIGSEGV in perform_outwork) on some small shapes, now and then, in float32 and float16 alike,
     e.g. F.conv2d(x, w, b, (3, 2), (2, 3), (1, 2), 2) with x 3x6x2x1 and w 6x3x1x2 in float16 within 3000 calls. The
-    references in the ops' own dtypes would take it; float64 never does."""
+    references in the ops' own dtypes would take it; float64 never does. (torch.backends.mkldnn.flags() would do the
+    same, with a warning about oneDNN's TF32 at each use.)"""
     enabled = torch.backends.mkldnn.enabled
     torch.backends.mkldnn.enabled = False
     try:
