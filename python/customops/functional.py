@@ -79,13 +79,27 @@ def _padding_sides(padding: Union[str, int, List[int], Tuple[int, int]], kernel_
         return [[int(padding[0]), int(padding[0])], [int(padding[1]), int(padding[1])]]
 
 
-def _pad_for_conv(input: Tensor, sides: List[List[int]]) -> Tuple[Tensor, List[int]]:
+def _pad_for_conv(op: str, input: Tensor, sides: List[List[int]]) -> Tuple[Tensor, List[int]]:
     """The input and the symmetric padding for the op: the kernels pad both
     sides alike, so the extra row/column of an asymmetric 'same' is added here."""
     (top, bottom), (left, right) = sides[0], sides[1]
-    if bottom != top or right != left:
+    # An input of the wrong rank goes to the op unpadded, for its own error.
+    if (bottom != top or right != left) and input.dim() in (3, 4):
+        if not torch.jit.is_scripting():
+            _check_padded_fits(op, input, [bottom - top, right - left])
         input = torch.nn.functional.pad(input, [0, right - left, 0, bottom - top])
     return input, [top, left]
+
+
+def _check_padded_fits(op: str, input: Tensor, extra: List[int]) -> None:
+    """F.pad of a huge (expanded) input fails in its stride computation with a
+    message naming nothing; say which argument it was, as the op would."""
+    sizes = [*input.shape[:-2], input.shape[-2] + extra[0], input.shape[-1] + extra[1]]
+    count = input.element_size()
+    for s in sizes:
+        count *= max(s, 1)
+    if count >= 2**63:
+        raise RuntimeError(f"customops::{op}: input padded for padding='same' to sizes {sizes} overflows int64")
 
 
 def quick_gelu(x: Tensor) -> Tensor:
@@ -218,8 +232,8 @@ def conv2d(
         _check_args("conv2d", tensors=[("input", input, 0), ("weight", weight, 2)],
                     pairs=[("stride", stride), ("dilation", dilation)], padding=padding)
     strides, dilations = _int_pair(stride), _int_pair(dilation)
-    input, pads = _pad_for_conv(input, _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides,
-                                                      dilations))
+    sides = _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides, dilations)
+    input, pads = _pad_for_conv("conv2d", input, sides)
     return torch.ops.customops.conv2d(input, weight, bias, strides, pads, dilations, int(groups))
 
 
@@ -254,8 +268,8 @@ def depthwise_conv2d(
         _check_args("depthwise_conv2d", tensors=[("input", input, 0), ("weight", weight, 2)],
                     pairs=[("stride", stride), ("dilation", dilation)], padding=padding)
     strides, dilations = _int_pair(stride), _int_pair(dilation)
-    input, pads = _pad_for_conv(input, _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides,
-                                                      dilations))
+    sides = _padding_sides(padding, [weight.shape[-2], weight.shape[-1]], strides, dilations)
+    input, pads = _pad_for_conv("depthwise_conv2d", input, sides)
     return torch.ops.customops.depthwise_conv2d(input, weight, bias, strides, pads, dilations)
 
 

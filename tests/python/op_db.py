@@ -548,6 +548,10 @@ def _conv_errors(depthwise):
         yield bad((x, w, b), r"the result's sizes .* \(from input, weight, padding, stride and dilation\) overflow",
                   padding=2**61)
         yield bad((x[:0], w, b), r"the result's sizes .* overflow int64", padding=(2**40, 2**40))
+        # Found by test_fuzz.py: padding an expanded input for an asymmetric 'same' (even kernel) failed in F.pad's
+        # stride computation, naming nothing.
+        yield bad((x[:0, :, :1].expand(0, 4, 2**62, 6), w[..., :2, :2], b),
+                  r"input padded for padding='same' to sizes .* overflows int64", padding="same")
         yield bad((torch.randn(2, 4, 0, 6, device=device), w, b), r"expected input to have non-empty C, H and W")
         if depthwise:
             yield bad((x, torch.randn(6, 1, 3, 3, device=device), b[:6]), r"expected weight of shape \(C\*m, 1, kh, kw\)")

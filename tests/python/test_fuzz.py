@@ -435,6 +435,11 @@ REGRESSIONS = [
     # None for a tensor: autograd's bookkeeping failed on it first ("tensor does not have a device").
     "torch.ops.customops.quick_gelu_backward(None, _t(()))",
     "torch.ops.customops.trilinear_interpolation_backward(_t((2, 2)), _t((2, 8, 2)), None, [True, False])",
+    # An expanded input too large to pad for an asymmetric 'same' (F.pad's message named nothing).
+    "customops.conv2d(_t((0, 2**62, 4, 3), torch.float16, 'cpu', 'expanded'), _t((1, 3, 2, 2), torch.float16), None,"
+    " [1, 1], 'same', [2, 1], 1)",
+    "customops.depthwise_conv2d(_t((0, 3, 2**62, 3), torch.float16, 'cpu', 'expanded'),"
+    " _t((3, 1, 2, 2), torch.float16), None, 1, 'same')",
     # An expanded tensor too large to make dense (at::empty's message named nothing).
     "torch.ops.customops.quick_gelu(_t((2**63 - 1,), torch.bfloat16, 'cpu', 'expanded'))",
 ]
