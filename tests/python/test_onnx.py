@@ -104,10 +104,20 @@ def _pair(v):
 
 
 def _conv_attrs(sample: SampleInput, groups: int) -> dict:
+    """The sample's window attributes, where a stride past the last window (one output either way) is the
+    distance to it and a one-tap kernel's dilation is 1: the op takes any int64, runtimes hold 32 bits."""
     kw = sample.kwargs
-    ph, pw = _pair(kw["padding"])
-    return {"group": groups, "strides": _pair(kw["stride"]), "dilations": _pair(kw["dilation"]),
-            "pads": [ph, pw, ph, pw]}
+    x, w = sample.args[0], sample.args[1]
+    strides, dilations = _pair(kw["stride"]), _pair(kw["dilation"])
+    pads = _pair(kw["padding"])
+    for i in range(2):
+        kernel, size = w.shape[2 + i], x.shape[x.dim() - 2 + i]
+        if kernel == 1:
+            dilations[i] = 1
+        last_start = size + 2 * pads[i] - dilations[i] * (kernel - 1) - 1
+        if 0 <= last_start < strides[i]:
+            strides[i] = last_start + 1
+    return {"group": groups, "strides": strides, "dilations": dilations, "pads": pads * 2}
 
 
 # op name -> (sample -> [(ONNX op type, attributes it must have)]) on the path to the sample's output.

@@ -14,6 +14,8 @@ upsample_bilinear2d        Resize(mode="linear"), coordinate_transformation_mode
                            half_pixel / align_corners / asymmetric
 trilinear_interpolation    corner weights (Mul) and their weighted sum (MatMul)
 im2col                     Pad + Gather (H) + Gather (W) + Transpose + Reshape
+                           (under tflite_friendly(): a depthwise Conv with
+                           one-hot filters + Reshape)
 col2im                     Col2Im
 =========================  ====================================================
 
@@ -31,8 +33,9 @@ from __future__ import annotations
 import sys
 
 from . import _hook
+from ._target import tflite_friendly
 
-__all__ = ["INSTALL_HINT", "MIN_OPSET", "is_registered", "register", "translation_table"]
+__all__ = ["INSTALL_HINT", "MIN_OPSET", "is_registered", "register", "tflite_friendly", "translation_table"]
 
 MIN_OPSET = 18
 INSTALL_HINT = "pip install 'customops[onnx]'  (onnx, onnxscript and onnxruntime)"

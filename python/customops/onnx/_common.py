@@ -22,15 +22,16 @@ from onnxscript import ir
 # (newer), in which the ops used here have not changed.
 from onnxscript.onnx_opset import opset18 as op
 
-__all__ = ["INT64", "TFloat", "TOtherFloat", "batched", "compute_dtype", "int64_vector", "ints", "op", "pair",
-           "rank", "scalar", "static_dim", "to_compute", "unbatched"]
+from ._target import for_tflite, tflite_friendly
+
+__all__ = ["INT64", "TFloat", "TOtherFloat", "batched", "compute_dtype", "for_tflite", "int64_vector", "ints", "op",
+           "pair", "rank", "scalar", "static_dim", "tflite_friendly", "to_compute", "unbatched"]
 
 TFloat = TypeVar("TFloat", bound=Union[FLOAT16, FLOAT, DOUBLE, BFLOAT16])
 # A second floating type, free of TFloat: for an input whose dtype may differ from the first's.
 TOtherFloat = TypeVar("TOtherFloat", bound=Union[FLOAT16, FLOAT, DOUBLE, BFLOAT16])
 
 _HALF = (ir.DataType.FLOAT16, ir.DataType.BFLOAT16)
-
 
 def static_dim(x, axis: int) -> Optional[int]:
     """x's size along ``axis`` when the exporter knows it as a number, else None

@@ -6,14 +6,17 @@ from __future__ import annotations
 
 from typing import Optional, Sequence
 
+from .._windows import equivalent_window
 from ._common import TFloat, batched, op, pair, static_dim, unbatched
 
 
 def _conv(input, weight, bias, stride, padding, dilation, groups: int):
     x, added = batched(input, 4)
     ph, pw = pair(padding, "padding")
+    windows = [equivalent_window(static_dim(input, axis - 4), static_dim(weight, axis), s, p, d)
+               for axis, s, p, d in zip((2, 3), pair(stride, "stride"), (ph, pw), pair(dilation, "dilation"))]
     inputs = [x, weight] if bias is None else [x, weight, bias]
-    attrs = dict(strides=pair(stride, "stride"), pads=[ph, pw, ph, pw], dilations=pair(dilation, "dilation"),
+    attrs = dict(strides=[s for s, _ in windows], pads=[ph, pw, ph, pw], dilations=[d for _, d in windows],
                  group=groups)
     kh, kw = static_dim(weight, 2), static_dim(weight, 3)
     if kh is not None and kw is not None:

@@ -1,4 +1,6 @@
 """im2col -> Pad + two Gathers + Transpose + Reshape; col2im -> Col2Im.
+Under customops.onnx.tflite_friendly(), im2col -> a depthwise Conv with
+one-hot filters + Reshape.
 
 ONNX has Col2Im but no Im2Col. The windows of an image are a gather along H
 (each window row's input rows) and one along W, after padding with zeros: the
@@ -15,7 +17,8 @@ from typing import Sequence
 import numpy as np
 from onnxscript import ir
 
-from ._common import INT64, TFloat, batched, int64_vector, ints, op, pair, static_dim, unbatched
+from ._common import INT64, TFloat, batched, for_tflite, int64_vector, ints, op, pair, static_dim, unbatched
+from .._windows import equivalent_window, one_hot_taps
 
 
 def _window_rows(size: int, k: int, d: int, s: int) -> np.ndarray:
@@ -41,6 +44,8 @@ def im2col(input: TFloat, kernel_size: Sequence[int], dilation: Sequence[int], p
     (kh, kw), (dh, dw) = pair(kernel_size, "kernel_size"), pair(dilation, "dilation")
     (ph, pw), (sh, sw) = pair(padding, "padding"), pair(stride, "stride")
     x, added = batched(input, 4)
+    if for_tflite() and static_dim(input, -3) is not None:
+        return unbatched(_im2col_as_conv(x, input, (kh, kw), (dh, dw), (ph, pw), (sh, sw)), added)
     if ph or pw:
         x_padded = op.Pad(x, ints([0, 0, ph, pw, 0, 0, ph, pw]))
     else:
@@ -61,6 +66,18 @@ def im2col(input: TFloat, kernel_size: Sequence[int], dilation: Sequence[int], p
     windows = op.Transpose(gathered, perm=[0, 1, 2, 4, 3, 5])  # (N, C, kh, kw, oh, ow)
     y = op.Reshape(windows, _output_shape(x, kh * kw, counts))
     return unbatched(y, added)
+
+
+def _im2col_as_conv(x, input, kernel, dilation, padding, stride):
+    """im2col of ``input`` (``x`` is it batched) as a depthwise Conv with one-hot filters (customops._windows).
+    The sizes come from ``input``: the exporter knows no shape of the Unsqueeze that batches it."""
+    (kh, kw), c = kernel, static_dim(input, -3)
+    weight = op.Constant(value=ir.tensor(np.tile(one_hot_taps(kh, kw, input.dtype.numpy()), (c, 1, 1, 1))))
+    windows = [equivalent_window(static_dim(input, axis - 4), k, s, p, d)
+               for axis, k, s, p, d in zip((2, 3), kernel, stride, padding, dilation)]
+    y = op.Conv(x, weight, group=c, kernel_shape=list(kernel), pads=[*padding, *padding],
+                strides=[s for s, _ in windows], dilations=[d for _, d in windows])
+    return op.Reshape(y, ints([0, c * kh * kw, -1]))
 
 
 def _output_shape(x, taps: int, counts):

@@ -2,14 +2,19 @@
 weighted sum of the corner features (a batched MatMul).
 
 With t = (points + 1) / 2 per axis, corner k (bits (x, y, z) = (k>>2 & 1,
-k>>1 & 1, k & 1)) has weight prod over axes of (bit ? t : 1 - t). Stacking
-[1 - t, t] per axis and multiplying the three axes' factors as an outer product
-(x, y, z) gives the weights in corner order x*4 + y*2 + z, which is k.
+k>>1 & 1, k & 1)) has weight prod over axes of (bit ? t : 1 - t). The factors
+[1 - tx, 1 - ty, 1 - tz, tx, ty, tz] form an (N, 6) matrix; three Gathers of
+its columns in corner order, multiplied, give the (N, 8) weights. Every
+intermediate is 2-D: converters such as onnx2tf take 4-D values for images
+and permute their axes, which an (N, 2, 2, 2) outer product would suffer.
 """
 
 from __future__ import annotations
 
 from ._common import TFloat, TOtherFloat, compute_dtype, ints, op, scalar, to_compute
+
+# Per corner k = x*4 + y*2 + z, the column of [1 - t, t] (N, 6) holding its factor along each axis.
+_COLUMNS = [[(k >> (2 - axis) & 1) * 3 + axis for k in range(8)] for axis in range(3)]
 
 
 def trilinear_interpolation(feats: TFloat, points: TOtherFloat) -> TFloat:
@@ -17,12 +22,9 @@ def trilinear_interpolation(feats: TFloat, points: TOtherFloat) -> TFloat:
     # whatever the points' dtype; the result has feats' dtype.
     dtype = compute_dtype(feats)
     t = op.Mul(op.Add(to_compute(points, dtype), scalar(1.0, dtype)), scalar(0.5, dtype))  # (N, 3)
-    t = op.Unsqueeze(t, ints([2]))  # (N, 3, 1)
-    factors = op.Concat(op.Sub(scalar(1.0, dtype), t), t, axis=2)  # (N, 3, 2): [1 - t, t] per axis
-    fx, fy, fz = (op.Gather(factors, op.Constant(value_int=axis), axis=1) for axis in range(3))  # (N, 2) each
-    weights = op.Mul(op.Mul(op.Unsqueeze(fx, ints([2, 3])), op.Unsqueeze(fy, ints([1, 3]))),
-                     op.Unsqueeze(fz, ints([1, 2])))  # (N, 2, 2, 2)
-    weights = op.Reshape(weights, ints([0, 1, 8]))  # (N, 1, 8); 0 copies N, also for N = 0
+    factors = op.Concat(op.Sub(scalar(1.0, dtype), t), t, axis=1)  # (N, 6)
+    fx, fy, fz = (op.Gather(factors, ints(columns), axis=1) for columns in _COLUMNS)  # (N, 8) each
+    weights = op.Unsqueeze(op.Mul(op.Mul(fx, fy), fz), ints([1]))  # (N, 1, 8)
     out = op.MatMul(weights, to_compute(feats, dtype))  # (N, 1, F)
     return to_compute(op.Squeeze(out, ints([1])), feats.dtype)
 
