@@ -7,8 +7,9 @@ Where torch.distributed is available, the ops' DTensor sharding rules are
 registered too (``customops.sharding``), and torch.func transforms see Python
 autograd.Functions of every op (``customops.func``). ``torch.onnx.export(...,
 dynamo=True)`` translates the ops to standard ONNX (``customops.onnx``; needs
-``pip install 'customops[onnx]'``), and ``customops.deploy`` reports the parity
-of an exported model with eager PyTorch.
+``pip install 'customops[onnx]'``), ``customops.deploy`` reports the parity
+of an exported model with eager PyTorch (ONNX Runtime or TF-Lite), and
+litert-torch's ``litert_torch.convert`` converts the ops (``customops.litert``).
 """
 
 from ._library import build_info, library_path, runner_path  # loads libcustomops.so
@@ -18,6 +19,7 @@ from . import func  # noqa: F401  (torch.func support: registers Python kernels 
 from . import sharding  # noqa: E402,F401  (DTensor sharding rules; after the library registered the ops)
 from .convert import ConversionReport, convert
 from . import inductor  # noqa: E402  (which ops torch.compile's Inductor decomposes)
+from . import litert  # noqa: E402  (the ops in litert-torch's PyTorch -> TF-Lite conversion)
 from .onnx import _hook as _onnx_hook
 from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,
                          upsample_bilinear2d)
@@ -27,8 +29,10 @@ from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, Trilin
 # The ONNX translations join torch.onnx.export's registry when the exporter first loads it,
 # so that importing customops does not import onnxscript (customops/onnx/_hook.py says why).
 _onnx_hook.install()
-# Likewise the Inductor-only decompositions join Inductor's table when Inductor is first imported.
+# Likewise the Inductor-only decompositions join Inductor's table when Inductor is first imported,
+# and the ops' decompositions and lowerings join litert-torch's tables when it is first imported.
 inductor.install()
+litert.install()
 
 __version__ = build_info().get("version", "0+unknown")
 # For find_package(customops) in C++ projects, as torch.utils.cmake_prefix_path for Torch:
@@ -48,6 +52,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Col2im", "ConversionReport", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation",
-    "UpsampleBilinear2d", "aoti", "build_info", "inductor", "cmake_prefix_path", "col2im", "convert", "conv2d", "depthwise_conv2d",
-    "im2col", "library_path", "quick_gelu", "runner_path", "trilinear_interpolation", "upsample_bilinear2d",
+    "UpsampleBilinear2d", "aoti", "build_info", "inductor", "cmake_prefix_path", "col2im", "convert", "conv2d",
+    "depthwise_conv2d", "im2col", "library_path", "litert", "quick_gelu", "runner_path", "trilinear_interpolation",
+    "upsample_bilinear2d",
 ]
