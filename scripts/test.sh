@@ -37,6 +37,22 @@ if [[ -n "${VENV:-}" ]]; then
   # The wheel test packs this build (the editable install's) instead of compiling everything again.
   export CUSTOMOPS_WHEEL_BUILD_DIR="$BUILD_DIR"
   "$PYTHON" -c 'import onnx, onnxscript, onnxruntime' || { echo "customops: the venv lacks the onnx extra" >&2; exit 1; }
+  if [[ "$VENV_NAME" == .venv ]]; then
+    # The TF-Lite tests through onnx2tf run against the newest torch, in a TF-Lite environment of their own
+    # (onnx2tf's onnx and numpy pins clash with torch's), made once from the package's pinned list.
+    tflite_env="$ROOT/.venv-tflite"
+    tflite_stamp="$tflite_env/.requirements.sha256"
+    if ! sha256sum --status -c "$tflite_stamp" 2>/dev/null; then
+      "$PYTHON" -m customops.deploy.tflite_env "$tflite_env"
+      sha256sum "$ROOT/python/customops/deploy/tflite-requirements.txt" >"$tflite_stamp"
+    fi
+    export CUSTOMOPS_TFLITE_PYTHON="$tflite_env/bin/python" CUSTOMOPS_REQUIRE_TFLITE_TEST=1
+  else
+    # The oldest torch's environment has litert-torch (requirements/torch-2.11.txt): the direct conversion's
+    # tests run here; the onnx2tf ones ran against the newest torch.
+    export CUSTOMOPS_REQUIRE_LITERT_TEST=1 CUSTOMOPS_TFLITE_ENV="$ROOT/.venv-tflite-none"
+    unset CUSTOMOPS_TFLITE_PYTHON
+  fi
 fi
 "$PYTHON" -c 'import sys, torch; print("customops: testing against torch", torch.__version__, "in", sys.executable)'
 

@@ -62,6 +62,7 @@ def test_report_rows_and_flags():
     assert ("size_1", report.ops[3].node) in kinds  # the half_pixel resize to 1x1
     assert any(k == "aten_upsample" for k, _ in kinds) and any(k == "scales" for k, _ in kinds)
     assert ("large_gather", report.ops[4].node) in kinds
+    assert ("onnx2tf_opset", report.ops[2].node) in kinds  # asymmetric at opset 18+: onnx2tf would drop it
     assert not any(k in ("mismatch", "coordinate_mode") for k, _ in kinds)  # asymmetric is exact everywhere
     text = str(report)
     assert "Resize(linear, asymmetric)" in text and "[size_1]" in text and text.endswith("parity: OK")

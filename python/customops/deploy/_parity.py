@@ -1,10 +1,13 @@
-"""customops.deploy.check: export a model, run it in ONNX Runtime, and report
-the parity with eager PyTorch per customops op and per output."""
+"""customops.deploy.check: export a model, run it in ONNX Runtime or as a
+TF-Lite model in the LiteRT interpreter, and report the parity with eager
+PyTorch per customops op and per output."""
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional, Sequence
+import contextlib
+from typing import Any, Dict, List, Optional, Sequence
 
+import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
@@ -28,23 +31,53 @@ def _require():
     return onnxruntime
 
 
-def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, dynamic_shapes=None,
-          atol: float = 1e-4, providers: Optional[Sequence[str]] = None,
-          gather_limit_bytes: int = GATHER_LIMIT_BYTES) -> ParityReport:
+RUNTIMES = ("onnxruntime", "tflite")
+CONVERTERS = ("onnx2tf", "litert-torch")
+
+
+def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, runtime: str = "onnxruntime",
+          dynamic_shapes=None, atol: float = 1e-4, providers: Optional[Sequence[str]] = None,
+          gather_limit_bytes: int = GATHER_LIMIT_BYTES, converter: str = "onnx2tf",
+          tflite_python: Optional[str] = None,
+          tflite_resolvers: Optional[Sequence[str]] = None, save_tflite: Optional[str] = None,
+          int8_calibration: Any = None) -> ParityReport:
     """Exports ``model`` with ``torch.onnx.export(..., dynamo=True)``, runs the
-    ONNX model in ONNX Runtime on ``args``, and compares with eager PyTorch.
+    ONNX model in ONNX Runtime (or converts it to TF-Lite with onnx2tf and runs
+    it in the LiteRT interpreter) on ``args``, and compares with eager PyTorch.
 
     Args:
         model: an ``nn.Module`` (put it in eval mode first) or a
             ``torch.export.ExportedProgram``.
         args, kwargs: example inputs (a tensor or a tuple of them, as
             torch.onnx.export takes them); the comparison runs on them.
+        runtime: ``"onnxruntime"``, or ``"tflite"``: the model is exported at
+            ONNX opset 17, converted by onnx2tf (in the environment of
+            ``python -m customops.deploy.tflite_env``) and run with each of
+            LiteRT's kernel options (XNNPACK, builtin, reference); every
+            difference is the largest over them, and the converted model's
+            operators are checked (one RESIZE_BILINEAR with the flags of each
+            resize's coordinate mode, DEPTHWISE_CONV_2D for depthwise layers,
+            no Flex or custom ops).
+        converter: with ``runtime="tflite"``, ``"onnx2tf"`` (through ONNX)
+            or ``"litert-torch"`` (PyTorch -> TF-Lite directly; needs
+            litert-torch in this environment, which takes torch 2.4-2.14, and
+            no onnx).
         dynamic_shapes: passed on to torch.onnx.export.
         atol: largest absolute difference accepted; larger ones are flagged
             as ``mismatch`` and make ``report.ok`` False.
         providers: ONNX Runtime execution providers; by default CUDA's for a
             model on CUDA where ONNX Runtime has it, else CPU's.
         gather_limit_bytes: im2col results from this size up are flagged.
+        tflite_python: the Python of the TF-Lite environment
+            (customops.deploy.tflite_env says where it is looked for).
+        tflite_resolvers: LiteRT kernel options to run (default: all three).
+        save_tflite: a path to keep the checked .tflite model at.
+        int8_calibration: with ``runtime="tflite"``, representative inputs
+            (a batch, or a tuple of batches, one per model input): a
+            full-integer (int8) model is converted with them as well and run
+            on ``args``; its largest output difference, relative to each
+            output's range, is reported (``report.int8_outputs``), not held
+            to ``atol``.
 
     Returns:
         A :class:`ParityReport`: per customops op call (in graph order) the
@@ -52,47 +85,133 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, dyn
         flags. ``str(report)`` is the table the command line prints;
         ``report.onnx_program.save(path)`` writes the checked model.
     """
-    ort = _require()
-    from . import flags as flag_rules
-    from . import graph as onnx_graph
+    if runtime not in RUNTIMES:
+        raise ValueError(f"check: runtime must be one of {RUNTIMES}, got {runtime!r}")
+    if converter not in CONVERTERS:
+        raise ValueError(f"check: converter must be one of {CONVERTERS}, got {converter!r}")
+    direct = runtime == "tflite" and converter == "litert-torch"
+    if runtime == "tflite" and dynamic_shapes is not None:
+        raise ValueError("check: runtime='tflite' converts a model of static shapes (TF-Lite models have fixed "
+                         "input shapes); leave dynamic_shapes out")
+    if int8_calibration is not None and (runtime != "tflite" or direct):
+        raise ValueError("check: int8_calibration is for runtime='tflite' with converter='onnx2tf' (onnx2tf "
+                         "quantizes with a representative dataset; litert-torch quantizes through its own PT2E "
+                         "flow)")
+    from . import graph as fx_graph
 
     args = args if isinstance(args, tuple) else (args,)
     kwargs = kwargs or {}
     eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
     with torch.no_grad():
         expected = [t for t in pytree.tree_leaves(eager(*args, **kwargs)) if isinstance(t, torch.Tensor)]
-    program = torch.onnx.export(model, args, kwargs=kwargs, dynamo=True, dynamic_shapes=dynamic_shapes,
-                                verbose=False)
-    exported = program.exported_program
-    fx_nodes = {n.name: n for n in exported.graph.nodes}
-    ops = [n for n in exported.graph.nodes if onnx_graph.is_op_of(n, "customops")]
+    program = None
+    if direct:  # no ONNX on this path
+        exported = model if isinstance(model, torch.export.ExportedProgram) else torch.export.export(
+            model, args, kwargs)
+    else:
+        ort = _require()
+        from ..onnx import tflite_friendly
+
+        with tflite_friendly() if runtime == "tflite" else contextlib.nullcontext():
+            program = torch.onnx.export(model, args, kwargs=kwargs, dynamo=True, dynamic_shapes=dynamic_shapes,
+                                        verbose=False)
+        exported = program.exported_program
+    ops = [n for n in exported.graph.nodes if fx_graph.is_op_of(n, "customops")]
     inputs = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
     intermediates = _eager_intermediates(exported, inputs, {n.name for n in ops})
 
-    proto = program.model_proto
-    groups = onnx_graph.nodes_by_fx_node(proto.graph)
-    values = {n.name: onnx_graph.result_value(proto.graph, groups.get(n.name, [])) for n in ops}
-    provider = _provider(ort, providers, inputs)
-    results = _run(ort, program, [v for v in values.values() if v], inputs, provider)
+    if runtime == "tflite":
+        from . import tflite
 
-    report = ParityReport(atol=atol, provider=provider, onnx_program=program,
-                          opset=next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")))
-    for i, (want, got) in enumerate(zip(expected, results["outputs"])):
-        report.outputs.append(_max_abs_diff(want, got))
+        resolvers = tuple(tflite_resolvers or tflite.RESOLVERS)
+        report = ParityReport(atol=atol, runtime="tflite", converter=converter, onnx_program=program,
+                              provider="LiteRT: " + ", ".join(resolvers),
+                              opset=0 if direct else tflite.ONNX2TF_OPSET)
+        reason = tflite.unsupported(inputs, ops, converter)
+        if reason:
+            report.flags.append(Flag("model", "unsupported", reason))
+            return report
+    if direct:
+        from . import tflite_direct
+
+        converted = tflite_direct.run(exported, inputs, [n.name for n in ops], len(expected), resolvers,
+                                      keep=save_tflite)
+        names = [f"output[{i}]" for i in range(len(expected))] + [n.name for n in ops]
+        values = {n.name: n.name for n in ops}
+        describe = {n.name: "-" for n in ops}
+        layout = tflite.as_shaped  # litert-torch keeps PyTorch's layout
+    else:
+        proto = program.model_proto
+        groups = fx_graph.nodes_by_fx_node(proto.graph)
+        values = {n.name: fx_graph.result_value(proto.graph, groups.get(n.name, [])) for n in ops}
+        describe = {n.name: fx_graph.describe(groups.get(n.name, [])) for n in ops}
+        if runtime == "tflite":
+            proto = tflite.for_onnx2tf(proto)
+            extended, names = _with_outputs(proto, [v for v in values.values() if v])
+            converted = tflite.run(extended, inputs, names, python=tflite_python, keep=save_tflite,
+                                   resolvers=resolvers)
+            layout = tflite.from_layout
+        else:
+            extended, names = _with_outputs(proto, [v for v in values.values() if v])
+            provider = _provider(ort, providers, inputs)
+            converted = {"runs": {provider: _run(ort, extended, inputs, provider)}}
+            report = ParityReport(atol=atol, provider=provider, onnx_program=program,
+                                  opset=next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")))
+            layout = None
+    if runtime == "tflite":
+        report.tflite_path = converted["tflite"] if save_tflite else None
+        report.tflite_operators = converted["operators"]
+    results = [dict(zip(names, outputs)) for outputs in converted["runs"].values()]
+
+    def worst(want: torch.Tensor, name: str) -> Optional[float]:
+        got = [r[name] for r in results if name in r]
+        return max(_max_abs_diff(want, g, layout) for g in got) if got else None
+
+    for i, want in enumerate(expected):
+        report.outputs.append(worst(want, names[i]))
         if report.outputs[-1] > atol:
             report.flags.append(Flag("model", "mismatch", f"output[{i}] differs by {report.outputs[-1]:.2e}"))
     for node in ops:
-        got = results["values"].get(values[node.name])
-        diff = None if got is None else _max_abs_diff(intermediates[node.name], got)
-        parity = OpParity(node.name, f"customops.{node.target._opname}", onnx_graph.module_path(node),
-                          onnx_graph.describe(groups.get(node.name, [])), tuple(intermediates[node.name].shape), diff)
+        diff = worst(intermediates[node.name], values[node.name]) if values[node.name] else None
+        parity = OpParity(node.name, f"customops.{node.target._opname}", fx_graph.module_path(node),
+                          describe[node.name], tuple(intermediates[node.name].shape), diff)
         report.ops.append(parity)
         if diff is not None and diff > atol:
             report.flags.append(Flag(node.name, "mismatch", f"{parity.op} differs by {diff:.2e} ({parity.onnx})"))
-    report.flags += list(flag_rules.resize_flags(proto.graph, fx_nodes))
-    report.flags += list(flag_rules.aten_upsample_flags(exported.graph))
-    report.flags += list(flag_rules.gather_flags(exported.graph, gather_limit_bytes))
+    report.flags += list(_flags(exported, program, ops, runtime, direct, gather_limit_bytes, report))
+    if runtime == "tflite" and int8_calibration is not None:
+        report.int8_outputs = _int8_errors(tflite, extended, inputs, expected, int8_calibration, tflite_python)
     return report
+
+
+def _flags(exported, program, ops, runtime: str, direct: bool, gather_limit_bytes: int, report):
+    from . import flags as flag_rules
+
+    yield from flag_rules.aten_upsample_flags(exported.graph)
+    if not direct:  # the flags of the ONNX graph
+        fx_nodes = {n.name: n for n in exported.graph.nodes}
+        proto = program.model_proto
+        yield from flag_rules.resize_flags(proto.graph, fx_nodes)
+        yield from flag_rules.gather_flags(exported.graph, gather_limit_bytes)
+        if runtime == "onnxruntime":
+            yield from flag_rules.onnx2tf_opset_flags(proto.graph, fx_nodes, report.opset)
+    if runtime == "tflite":
+        from . import tflite
+
+        yield from tflite.operator_flags(report.tflite_operators, ops)
+
+
+def _int8_errors(tflite, proto, inputs, expected, calibration, python) -> List[float]:
+    """Per output: the full-integer model's largest difference from eager PyTorch over the output's range."""
+    calibration = calibration if isinstance(calibration, (tuple, list)) else (calibration,)
+    names = [o.name for o in proto.graph.output][:len(expected)]
+    del proto.graph.output[len(expected):]  # the model's own outputs only: the op results stay inside
+    converted = tflite.run(proto, inputs, names, python=python, resolvers=("AUTO",), calibration=calibration)
+    errors = []
+    for want, got in zip(expected, converted["runs"]["AUTO"]):
+        span = float(want.max() - want.min()) if want.numel() else 0.0
+        errors.append(_max_abs_diff(want, got, tflite.from_layout) / (span or 1.0))
+    return errors
 
 
 def _eager_intermediates(exported: torch.export.ExportedProgram, inputs, names) -> Dict[str, torch.Tensor]:
@@ -123,31 +242,39 @@ def _provider(ort, providers, inputs) -> str:
     return "CUDAExecutionProvider" if on_cuda and "CUDAExecutionProvider" in available else "CPUExecutionProvider"
 
 
-def _run(ort, program, extra_values, inputs, provider) -> Dict[str, Any]:
-    """Runs the exported model with ``extra_values`` (intermediate values) as
-    additional graph outputs."""
+def _with_outputs(model_proto, extra_values):
+    """A copy of the model with ``extra_values`` (intermediate values) as
+    additional graph outputs, and the names of all its outputs."""
     import onnx
 
     proto = onnx.ModelProto()
-    proto.CopyFrom(program.model_proto)
-    n_outputs = len(proto.graph.output)
+    proto.CopyFrom(model_proto)
     existing = [o.name for o in proto.graph.output]
     added = [v for v in dict.fromkeys(extra_values) if v not in existing]
-    # An output needs no type here: ONNX Runtime infers the types of intermediate values.
-    proto.graph.output.extend(onnx.ValueInfoProto(name=v) for v in added)
+    value_info = {v.name: v for v in proto.graph.value_info}
+    # ONNX Runtime infers an output's type; onnx2tf wants it, where the exporter recorded it.
+    proto.graph.output.extend(value_info.get(v, onnx.ValueInfoProto(name=v)) for v in added)
+    return proto, existing + added
+
+
+def _run(ort, proto, inputs, provider) -> List[Any]:
     session = ort.InferenceSession(proto.SerializeToString(), providers=[provider])
     names = [i.name for i in session.get_inputs()]
     if len(names) != len(inputs):
         raise RuntimeError(f"check: the ONNX model takes {len(names)} inputs, the example has {len(inputs)} tensors")
     feeds = {name: t.detach().cpu().numpy() for name, t in zip(names, inputs)}
-    results = session.run(None, feeds)
-    by_name = dict(zip(existing + added, results))
-    return {"outputs": results[:n_outputs], "values": by_name}
+    return session.run(None, feeds)
 
 
-def _max_abs_diff(want: torch.Tensor, got) -> float:
+def _max_abs_diff(want: torch.Tensor, got, layout=None) -> float:
+    """``layout``: a function that brings a runtime's result back to PyTorch's layout of a shape."""
     want = want.detach().cpu()
-    got = torch.from_numpy(got).to(want.dtype) if not isinstance(got, torch.Tensor) else got
+    if layout is not None:
+        try:
+            got = layout(got, want.shape)
+        except ValueError:
+            return float("inf")
+    got = torch.from_numpy(np.asarray(got)).to(want.dtype) if not isinstance(got, torch.Tensor) else got
     if want.shape != got.shape:
         return float("inf")
     if want.numel() == 0:

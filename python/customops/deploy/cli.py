@@ -1,7 +1,9 @@
 """The command line of customops.deploy: ``python -m customops.deploy.check MODEL_OR_FILE``.
 
-Exports the model to ONNX, runs it in ONNX Runtime on its example inputs and
-prints the parity table (customops.deploy.report) and the flags. Exit status:
+Exports the model to ONNX, runs it in ONNX Runtime on its example inputs
+(or, with ``--runtime tflite``, converts it to TF-Lite with onnx2tf or
+litert-torch and runs it in the LiteRT interpreter) and prints the parity
+table (customops.deploy.report) and the flags. Exit status:
 0 if every difference is within --atol (and, with --strict, nothing is
 flagged), 1 otherwise, 2 for bad arguments. customops.deploy.source says what
 MODEL_OR_FILE may be.
@@ -16,14 +18,21 @@ from typing import Optional, Sequence
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m customops.deploy.check",
-        description="Export a model to ONNX and report its parity with eager PyTorch, per customops op.")
+        description="Export a model to ONNX (or TF-Lite) and report its parity with eager PyTorch, per "
+                    "customops op.")
     parser.add_argument("model", metavar="MODEL_OR_FILE",
                         help="'module:callable' or 'file.py:callable' returning (model, args), or a .pt2 file "
                              "saved by torch.export.save")
     parser.add_argument("--atol", type=float, default=1e-4, help="largest accepted absolute difference")
     parser.add_argument("--dynamic-batch", action="store_true",
                         help="export with a dynamic first dimension on every input")
-    parser.add_argument("--save", metavar="PATH.onnx", help="also write the checked ONNX model")
+    parser.add_argument("--runtime", choices=("onnxruntime", "tflite"), default="onnxruntime",
+                        help="run the model in ONNX Runtime (default) or as a TF-Lite model in LiteRT")
+    parser.add_argument("--converter", choices=("onnx2tf", "litert-torch"), default="onnx2tf",
+                        help="with --runtime tflite: convert through ONNX with onnx2tf (default, in the "
+                             "environment of python -m customops.deploy.tflite_env) or with litert-torch")
+    parser.add_argument("--save", metavar="PATH",
+                        help="also write the checked model (.onnx; .tflite with --runtime tflite)")
     parser.add_argument("--strict", action="store_true", help="exit 1 on any flag, not only on mismatches")
     options = parser.parse_args(argv)
 
@@ -44,9 +53,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if options.dynamic_batch:
         batch = torch.export.Dim("batch")
         dynamic_shapes = tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() else None for a in args)
-    report = run_check(model, args, kwargs, dynamic_shapes=dynamic_shapes, atol=options.atol)
+    tflite = options.runtime == "tflite"
+    if tflite and options.dynamic_batch:
+        parser.error("--dynamic-batch: TF-Lite models have static shapes")
+    report = run_check(model, args, kwargs, dynamic_shapes=dynamic_shapes, atol=options.atol,
+                       runtime=options.runtime, converter=options.converter,
+                       save_tflite=options.save if tflite else None)
     print(report)
-    if options.save:
+    if options.save and not tflite:
         report.onnx_program.save(options.save)
+    if options.save and (not tflite or report.tflite_path):
         print(f"saved {options.save}")
     return 0 if report.ok and not (options.strict and report.flags) else 1

@@ -8,7 +8,8 @@ What the runtimes do with Resize (docs/deploy.md cites the sources):
 - ONNX -> TF-Lite converters map half_pixel, align_corners and asymmetric to
   RESIZE_BILINEAR(half_pixel_centers=True), (align_corners=True) and (both
   False), which compute the same coordinates; onnx2tf converts any other mode
-  as half_pixel, onnx-tf refuses pytorch_half_pixel.
+  as half_pixel, onnx-tf refuses pytorch_half_pixel. onnx2tf honours the mode
+  only up to opset 17: at opset 18 and later every Resize becomes half_pixel.
 - A Resize by scales maps coordinates with 1/scale in ONNX, but converters
   resize to floor(in * scale) and map with in/out: different unless in * scale
   is a whole number.
@@ -25,6 +26,8 @@ from .graph import attribute, fx_node_name, is_op_of, module_path
 from .report import Flag
 
 EXACT_MODES = ("half_pixel", "align_corners", "asymmetric")
+# The newest ONNX opset at which onnx2tf keeps a Resize's coordinate mode.
+ONNX2TF_OPSET = 17
 
 
 def _where(fx_node: Optional[torch.fx.Node], fallback: str) -> str:
@@ -61,6 +64,20 @@ def resize_flags(graph, fx_nodes: Dict[str, torch.fx.Node]) -> Iterable[Flag]:
                        "(as PyTorch, ONNX Runtime, TensorRT and TF-Lite's half_pixel_centers do), "
                        "pytorch_half_pixel (TorchScript-based exports, TensorRT's reading of it) its first "
                        "pixel; check the runtime, or use align_corners/asymmetric for a size-1 output")
+
+
+def onnx2tf_opset_flags(graph, fx_nodes: Dict[str, torch.fx.Node], opset: int) -> Iterable[Flag]:
+    """onnx2tf reads a Resize's coordinate_transformation_mode only up to opset 17 and converts every Resize
+    of a newer opset as half_pixel (onnx2tf/ops/Resize.py)."""
+    if opset <= ONNX2TF_OPSET:
+        return
+    for node in graph.node:
+        mode = attribute(node, "coordinate_transformation_mode", "half_pixel") if node.op_type == "Resize" else None
+        if mode in ("align_corners", "asymmetric"):
+            yield Flag(_where(fx_nodes.get(fx_node_name(node) or ""), node.name), "onnx2tf_opset",
+                       f"{mode} Resize at opset {opset}: onnx2tf converts a Resize of opset 18 or later as "
+                       f"half_pixel; for TF-Lite, export with opset_version={ONNX2TF_OPSET} (check with "
+                       "customops.deploy.check(..., runtime='tflite'))")
 
 
 def aten_upsample_flags(fx_graph: torch.fx.Graph) -> Iterable[Flag]:

@@ -8,7 +8,6 @@ import re
 from collections import defaultdict
 from typing import Dict, List, Optional
 
-import onnx
 import torch
 
 # The exporter writes the FX node it translated into each ONNX node's metadata.
@@ -51,6 +50,8 @@ def result_value(graph, nodes: list) -> Optional[str]:
 
 
 def attribute(node, name: str, default=None):
+    import onnx  # here, not at import: the litert-torch path of customops.deploy needs no onnx
+
     for a in node.attribute:
         if a.name == name:
             value = onnx.helper.get_attribute_value(a)

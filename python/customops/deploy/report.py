@@ -1,12 +1,13 @@
 """The parity report: per customops op and per model output, the largest
-difference between eager PyTorch and ONNX Runtime, and the layers flagged as
-exported with semantics that differ, or will on common runtimes."""
+difference between eager PyTorch and the runtime (ONNX Runtime, or the LiteRT
+interpreter on the TF-Lite model), and the layers flagged as exported with
+semantics that differ, or will on common runtimes."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 
 @dataclass
@@ -24,7 +25,9 @@ class OpParity:
 @dataclass
 class Flag:
     where: str  # a node name, or "model"
-    kind: str  # "mismatch", "coordinate_mode", "size_1", "aten_upsample", "scales", "large_gather"
+    # "mismatch", "coordinate_mode", "onnx2tf_opset", "size_1", "aten_upsample", "scales", "large_gather",
+    # "tflite_op", "unsupported"
+    kind: str
     message: str
 
     def __str__(self) -> str:
@@ -37,12 +40,18 @@ class ParityReport:
     difference exceeds ``atol`` (flags of other kinds are warnings)."""
 
     ops: List[OpParity] = field(default_factory=list)
-    outputs: List[float] = field(default_factory=list)  # max |eager - ORT| per flattened model output
+    outputs: List[float] = field(default_factory=list)  # max |eager - runtime| per flattened model output
     flags: List[Flag] = field(default_factory=list)
     atol: float = 1e-4
-    provider: str = ""
+    provider: str = ""  # ONNX Runtime's execution provider, or the LiteRT kernel options run
     opset: int = 0
     onnx_program: object = None  # the torch.onnx.ONNXProgram that was checked (save() it to deploy it)
+    runtime: str = "onnxruntime"  # or "tflite"
+    converter: str = ""  # with runtime "tflite": "onnx2tf" or "litert-torch"
+    tflite_path: Optional[str] = None  # the checked .tflite model, where check() was asked to keep it
+    tflite_operators: List[Dict] = field(default_factory=list)  # its operators: {"op": name, "options": {...}}
+    # The full-integer model's largest difference per output, relative to the output's range (int8_calibration).
+    int8_outputs: List[float] = field(default_factory=list)
 
     @property
     def max_abs_diff(self) -> float:
@@ -54,22 +63,37 @@ class ParityReport:
 
     @property
     def ok(self) -> bool:
-        return not self.mismatches
+        """No difference above atol, and nothing the runtime could not run (an ``unsupported`` flag)."""
+        return not self.mismatches and not any(f.kind == "unsupported" for f in self.flags)
 
     def __str__(self) -> str:
         header = ("op", "node", "module", "ONNX", "shape", "max |diff|")
+        runtime = "ONNX Runtime" if self.runtime == "onnxruntime" else f"TF-Lite via {self.converter}"
         rows = [(p.op.removeprefix("customops."), p.node, p.module or "-", p.onnx, _shape(p.shape),
                  _number(p.max_abs_diff)) for p in self.ops]
         rows += [(f"output[{i}]", "", "", "", "", _number(d)) for i, d in enumerate(self.outputs)]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         line = lambda r: "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
-        lines = [f"customops parity: eager PyTorch vs ONNX Runtime ({self.provider}, opset {self.opset}), "
-                 f"atol {self.atol:g}", line(header), *map(line, rows)]
+        opset = f", opset {self.opset}" if self.opset else ""
+        lines = [f"customops parity: eager PyTorch vs {runtime} ({self.provider}{opset}), atol {self.atol:g}",
+                 line(header), *map(line, rows)]
         if not self.ops:
             lines.append("  (no customops ops in the model)")
+        if self.tflite_operators:
+            from .tflite import summary
+
+            lines.append(f"TF-Lite operators: {summary(self.tflite_operators)}")
+        if self.int8_outputs:
+            lines.append("int8 (full-integer) model, max |diff| / output range: "
+                         + ", ".join(f"{e:.2e}" for e in self.int8_outputs))
         lines.append(f"flags: {len(self.flags)}" if self.flags else "flags: none")
         lines += [f"  {f}" for f in self.flags]
-        lines.append("parity: OK" if self.ok else f"parity: FAILED ({len(self.mismatches)} above atol)")
+        if self.ok:
+            lines.append("parity: OK")
+        elif self.mismatches:
+            lines.append(f"parity: FAILED ({len(self.mismatches)} above atol)")
+        else:
+            lines.append("parity: FAILED (not supported by the runtime)")
         return "\n".join(lines)
 
 
