@@ -148,6 +148,26 @@ def test_resizes_and_depthwise_are_tflite_builtins(converter, tmp_path):
     assert os.path.getsize(path) > 0 and report.tflite_path == path
 
 
+def test_plain_export_loses_the_modes_in_onnx2tf():
+    # What the onnx2tf_opset flag warns of: a plain export (opset 18 or later) converted by onnx2tf makes every
+    # resize half_pixel, so the align_corners and asymmetric ones come out wrong.
+    _onnx2tf_python()
+    torch.manual_seed(0)
+    model, x = EveryMode().eval(), torch.randn(1, 3, 6, 5)
+    proto = torch.onnx.export(model, (x,), dynamo=True, verbose=False).model_proto
+    assert next(o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")) > tflite.ONNX2TF_OPSET
+    names = [o.name for o in proto.graph.output]
+    converted = tflite.run(proto, [x], names, resolvers=("AUTO",))
+    flags = [(o["options"].get("alignCorners", False), o["options"].get("halfPixelCenters", False))
+             for o in converted["operators"] if o["op"] == "RESIZE_BILINEAR"]
+    assert flags and set(flags) == {(False, True)}, flags  # (onnx2tf merges the three, now alike)
+    with torch.no_grad():
+        expected = model(x)
+    diffs = [float(np.abs(tflite.from_layout(got, want.shape) - want.numpy()).max())
+             for got, want in zip(converted["runs"]["AUTO"], expected)]
+    assert diffs[0] <= ATOL and min(diffs[1:3]) > 0.1, diffs
+
+
 def test_operator_flags_name_a_changed_resize():
     # As the opset-18 conversion does: an asymmetric resize that became half_pixel in the TF-Lite model.
     model = EveryMode().eval()
@@ -197,6 +217,16 @@ def test_example_networks(net, converter):
     report = check(model, args, runtime="tflite", converter=converter, atol=float("inf"))
     assert _relative(report, expected) <= NET_RTOL, report
     assert not [f for f in report.flags if f.kind in ("tflite_op", "unsupported")], report
+
+
+def test_example_script(tmp_path):
+    _onnx2tf_python()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "examples", "deploy", "to_tflite.py"), "--steps", "2",
+                          "--out", str(tmp_path)], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "RESIZE_BILINEAR(asymmetric) x2" in out.stdout and out.stdout.rstrip().endswith("parity: OK")
+    assert (tmp_path / "model.tflite").is_file()
 
 
 def test_full_integer_segmenter():
@@ -255,7 +285,7 @@ def test_litert_refuses_a_torch_outside_its_range():
 def test_missing_environment_names_the_setup_command(monkeypatch, tmp_path):
     monkeypatch.delenv("CUSTOMOPS_TFLITE_PYTHON", raising=False)
     monkeypatch.setenv("CUSTOMOPS_TFLITE_ENV", str(tmp_path / "none"))
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None)
+    monkeypatch.setattr(tflite_env, "_has_converter", lambda: False)
     with pytest.raises(RuntimeError, match="python -m customops.deploy.tflite_env"):
         tflite_env.python()
     with pytest.raises(FileNotFoundError, match="does not exist"):

@@ -34,6 +34,11 @@ def _env_python(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
+def _has_converter() -> bool:
+    """Whether this Python has onnx2tf and the LiteRT interpreter itself."""
+    return all(importlib.util.find_spec(name) is not None for name in ("onnx2tf", "ai_edge_litert"))
+
+
 def python(explicit: Optional[str] = None) -> str:
     """The Python that converts and runs TF-Lite models (see the module's docstring)."""
     chosen = explicit or os.environ.get("CUSTOMOPS_TFLITE_PYTHON")
@@ -45,7 +50,7 @@ def python(explicit: Optional[str] = None) -> str:
     folder = default_dir()
     if _env_python(folder).exists():
         return str(_env_python(folder))
-    if importlib.util.find_spec("onnx2tf") and importlib.util.find_spec("ai_edge_litert"):
+    if _has_converter():
         return sys.executable
     raise RuntimeError(f"customops.deploy: runtime='tflite' needs onnx2tf, TensorFlow and ai-edge-litert, "
                        f"which live in an environment of their own (their onnx and numpy pins clash with "
