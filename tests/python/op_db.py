@@ -98,6 +98,23 @@ def _other_device(device) -> str | None:
     return "cuda" if torch.cuda.is_available() else None
 
 
+class SideBySide(nn.Module):
+    """The modules of several samples side by side (``op.module(sample)`` for each): forward takes all their
+    inputs, returns one output each. One export or conversion then covers all of an op's samples."""
+
+    def __init__(self, built: list) -> None:
+        super().__init__()
+        self.parts = nn.ModuleList(module.eval() for module, _ in built)
+        self.arities = [len(args) for _, args in built]
+
+    def forward(self, *inputs):
+        outputs, i = [], 0
+        for part, n in zip(self.parts, self.arities):
+            outputs.append(part(*inputs[i:i + n]))
+            i += n
+        return tuple(outputs)
+
+
 # --- quick_gelu ---------------------------------------------------------------
 
 

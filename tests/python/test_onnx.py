@@ -25,7 +25,7 @@ ort = pytest.importorskip("onnxruntime", reason="needs the onnx extra: pip insta
 
 import customops  # noqa: E402
 from conftest import requires_cuda  # noqa: E402
-from op_db import OP_DB, OpInfo, SampleInput  # noqa: E402
+from op_db import OP_DB, OpInfo, SampleInput, SideBySide  # noqa: E402
 
 RTOL = ATOL = 1e-5  # float32, ONNX Runtime against eager
 MODEL_TOL = 1e-4  # whole networks
@@ -145,30 +145,13 @@ def test_every_op_has_expectations_and_a_translation():
 # --- every sample of every op -------------------------------------------------------------------------------
 
 
-class Samples(nn.Module):
-    """The modules of several samples side by side: forward takes all their inputs, returns one output each."""
-
-    def __init__(self, modules: list, arities: list) -> None:
-        super().__init__()
-        self.parts = nn.ModuleList(modules)
-        self.arities = arities
-
-    def forward(self, *inputs):
-        outputs, i = [], 0
-        for part, n in zip(self.parts, self.arities):
-            outputs.append(part(*inputs[i:i + n]))
-            i += n
-        return tuple(outputs)
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("op", OP_DB, ids=str)
 def test_samples_export_and_match(op: OpInfo, device: str):
     samples = list(op.sample_inputs(device, torch.float32, False))
     built = [op.module(s) for s in samples]
-    modules = [m.eval() for m, _ in built]
     inputs = [a for _, args in built for a in args]
-    model = Samples(modules, [len(args) for _, args in built]).eval()
+    model = SideBySide(built).eval()
     proto = export(model, tuple(inputs)).model_proto
     check_standard(proto)
     assert len(proto.graph.output) == len(samples)

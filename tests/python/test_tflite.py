@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 import customops
-from op_db import OP_DB, OpInfo  # noqa: E402
+from op_db import OP_DB, OpInfo, SideBySide  # noqa: E402
 
 pytest.importorskip("onnx", reason="needs the onnx extra: pip install 'customops[onnx]'")
 
@@ -70,22 +70,6 @@ def _ready(converter: str) -> None:
 # --- every op's samples ---------------------------------------------------------------------------------------
 
 
-class Samples(nn.Module):
-    """The modules of several samples side by side: forward takes all their inputs, returns one output each."""
-
-    def __init__(self, built: list) -> None:
-        super().__init__()
-        self.parts = nn.ModuleList(m.eval() for m, _ in built)
-        self.arities = [len(args) for _, args in built]
-
-    def forward(self, *inputs):
-        outputs, i = [], 0
-        for part, n in zip(self.parts, self.arities):
-            outputs.append(part(*inputs[i:i + n]))
-            i += n
-        return tuple(outputs)
-
-
 def _representable(op: OpInfo, sample, converter: str) -> bool:
     """What a TF-Lite model can hold (tflite.unsupported says why the rest cannot)."""
     tensors = [a for a in sample.args if isinstance(a, torch.Tensor)]
@@ -107,7 +91,7 @@ def test_samples_convert_and_match(op: OpInfo, converter: str):
     if kept:
         built = [op.module(s) for s in kept]
         inputs = tuple(a for _, args in built for a in args)
-        report = check(Samples(built).eval(), inputs, runtime="tflite", converter=converter, atol=ATOL)
+        report = check(SideBySide(built).eval(), inputs, runtime="tflite", converter=converter, atol=ATOL)
         assert len(report.outputs) == len(kept)
         for sample, diff in zip(kept, report.outputs):
             assert diff <= ATOL, f"{op.name}[{sample.name}] through {converter}: max |diff| {diff:.2e}\n{report}"

@@ -217,18 +217,10 @@ def _int8_errors(tflite, proto, inputs, expected, calibration, python) -> List[f
 def _eager_intermediates(exported: torch.export.ExportedProgram, inputs, names) -> Dict[str, torch.Tensor]:
     """The results of the named nodes, computed by PyTorch on ``inputs`` (the
     customops kernels for customops nodes) through the exported program."""
-    recorded: Dict[str, torch.Tensor] = {}
-
-    class Recorder(torch.fx.Interpreter):
-        def run_node(self, n):
-            result = super().run_node(n)
-            if n.name in names:
-                recorded[n.name] = result
-            return result
+    from .graph import run_recording
 
     with torch.no_grad():
-        Recorder(exported.module()).run(*inputs)
-    return recorded
+        return run_recording(exported.module(), inputs, set(names))[1]
 
 
 def _provider(ort, providers, inputs) -> str:

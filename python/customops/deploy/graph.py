@@ -91,3 +91,17 @@ def is_op_of(fx_node: torch.fx.Node, namespace: str) -> bool:
     target = fx_node.target
     return fx_node.op == "call_function" and isinstance(target, torch._ops.OpOverload) and \
         target.namespace == namespace
+
+
+def run_recording(module: torch.nn.Module, inputs, names) -> tuple:
+    """Runs the graph module on ``inputs``: (its outputs, {name: result} of the nodes named in ``names``)."""
+    recorded: Dict[str, torch.Tensor] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            result = super().run_node(n)
+            if n.name in names:
+                recorded[n.name] = result
+            return result
+
+    return Recorder(module).run(*inputs), recorded

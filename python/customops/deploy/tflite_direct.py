@@ -18,6 +18,7 @@ from typing import Iterable, List, Optional, Sequence
 import torch
 
 from . import tflite_worker
+from .graph import run_recording
 
 INSTALL_HINT = "pip install litert-torch (its releases take torch 2.4 to 2.14)"
 
@@ -46,17 +47,7 @@ class _WithValues(torch.nn.Module):
         self.names = list(names)
 
     def forward(self, *inputs):
-        recorded = {}
-        names = set(self.names)
-
-        class Recorder(torch.fx.Interpreter):
-            def run_node(self, n):
-                result = super().run_node(n)
-                if n.name in names:
-                    recorded[n.name] = result
-                return result
-
-        outputs = Recorder(self.module).run(*inputs)
+        outputs, recorded = run_recording(self.module, inputs, set(self.names))
         outputs = [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
         return tuple(outputs) + tuple(recorded[n] for n in self.names)
 
