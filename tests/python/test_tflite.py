@@ -152,6 +152,17 @@ def test_plain_export_loses_the_modes_in_onnx2tf():
     assert diffs[0] <= ATOL and min(diffs[1:3]) > 0.1, diffs
 
 
+@pytest.mark.parametrize("converter", CONVERTERS)
+def test_square_image_with_as_many_channels(converter):
+    # NCHW and NHWC have the same shape here: the input must still go in the converter's own layout.
+    _ready(converter)
+    torch.manual_seed(0)
+    model = nn.Sequential(customops.DepthwiseConv2d(3, 6, 3, padding=1), customops.QuickGELU()).eval()
+    report = check(model, (torch.randn(3, 3, 3, 3),), runtime="tflite", converter=converter, atol=ATOL,
+                   tflite_resolvers=("AUTO",))
+    assert report.ok, report
+
+
 def test_operator_flags_name_a_changed_resize():
     # As the opset-18 conversion does: an asymmetric resize that became half_pixel in the TF-Lite model.
     model = EveryMode().eval()
@@ -249,6 +260,14 @@ def test_onnx2tf_rewrite_keeps_the_values():
 
 
 def test_layouts():
+    from customops.deploy.tflite_worker import to_layout
+
+    square = np.arange(81, dtype=np.float32).reshape(1, 3, 3, 9)[..., :3].copy()  # (1, 3, 3, 3)
+    assert to_layout(square, (1, 3, 3, 3), True).tolist() == np.moveaxis(square, 1, -1).tolist()
+    assert to_layout(square, (1, 3, 3, 3), False).tolist() == square.tolist()
+    assert to_layout(np.float32(2.5).reshape(()), (1,), False).tolist() == [2.5]
+    with pytest.raises(ValueError, match="does not fit"):
+        to_layout(square, (1, 3, 9), True)
     a = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
     assert tflite.from_layout(np.moveaxis(a, 1, -1), a.shape).tolist() == a.tolist()
     assert tflite.from_layout(a[:, :, 0, 0], (2, 3)).tolist() == a[:, :, 0, 0].tolist()

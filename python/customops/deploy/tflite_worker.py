@@ -11,8 +11,9 @@ The job: ``onnx`` (model path), ``workdir``, ``inputs_npz`` (the example
 inputs in the ONNX model's layout, saved in input order), ``outputs`` (the
 ONNX output names), ``resolvers`` (LiteRT kernel options to run),
 ``quantize`` (null, or ``{"calibration_npz": path}`` for a full-integer
-model), ``keep_shape_inputs`` (inputs onnx2tf must not take for images). The result (``workdir/result.json``): the .tflite path, its
-operators with their options, and per kernel option an .npz of every output.
+model), ``keep_shape_inputs`` (inputs onnx2tf must not take for images).
+The result (``workdir/result.json``): the .tflite path, its operators with
+their options, and per kernel option an .npz of every output.
 """
 
 from __future__ import annotations
@@ -31,20 +32,16 @@ import numpy as np
 ONNX2TF_SAMPLE_FILE = "calibration_image_sample_data_20x128x128x3_float32.npy"
 
 
-def to_layout(array: np.ndarray, shape) -> np.ndarray:
-    """``array`` (channels-first, as PyTorch and ONNX have it) in the layout of
-    a TF-Lite tensor of ``shape``: as it is, or channels last, as onnx2tf
-    makes tensors of rank 3 and more."""
+def to_layout(array: np.ndarray, shape, channels_last: bool) -> np.ndarray:
+    """``array`` (channels first, as PyTorch and ONNX have it) for a TF-Lite input of ``shape``: channels last
+    where the converter made the input so (onnx2tf, for the inputs it takes for images), and reshaped where
+    the converter added or dropped dimensions of size 1 (a 0-d tensor is (1,) in TF-Lite)."""
     shape = tuple(int(s) for s in shape)
-    if array.shape == shape:
-        return array
-    if array.ndim >= 3:
-        last = np.moveaxis(array, 1, -1)
-        if last.shape == shape:
-            return np.ascontiguousarray(last)
-    if same_but_ones(array.shape, shape):  # a 0-d tensor is (1,) in TF-Lite
-        return array.reshape(shape)
-    raise ValueError(f"an input of shape {array.shape} fits neither layout of the TF-Lite input {shape}")
+    if channels_last and array.ndim >= 3:
+        array = np.ascontiguousarray(np.moveaxis(array, 1, -1))
+    if array.shape != shape and not same_but_ones(array.shape, shape):
+        raise ValueError(f"an input of shape {array.shape} does not fit the TF-Lite input {shape}")
+    return array.reshape(shape)
 
 
 def same_but_ones(a, b) -> bool:
@@ -146,9 +143,9 @@ def _runner(path: str, resolver: str):
     return _PlainRunner(interpreter)
 
 
-def _feed(value: np.ndarray, detail) -> np.ndarray:
+def _feed(value: np.ndarray, detail, channels_last: bool) -> np.ndarray:
     """``value`` in the TF-Lite input's layout, and quantized where the input is."""
-    value = to_layout(value, detail["shape"])
+    value = to_layout(value, detail["shape"], channels_last)
     scale, zero_point = detail["quantization"]
     if scale:
         info = np.iinfo(detail["dtype"])
@@ -161,13 +158,15 @@ def _result(value: np.ndarray, detail) -> np.ndarray:
     return (value.astype(np.float32) - zero_point) * scale if scale else value
 
 
-def _run(path: str, resolver: str, inputs, output_names):
-    """Runs the model on ``inputs`` (ONNX input name -> array); its outputs by ONNX output name."""
+def _run(path: str, resolver: str, inputs, output_names, kept=()):
+    """Runs the onnx2tf model on ``inputs`` (ONNX input name -> array; those in ``kept`` keep their layout, the
+    others of rank 4 are images onnx2tf made NHWC); its outputs by ONNX output name."""
     runner = _runner(path, resolver)
     details = runner.get_input_details()
     if len(details) != len(inputs):
         raise RuntimeError(f"the TF-Lite model takes {len(details)} inputs, the example has {len(inputs)}")
-    feeds = {key: _feed(value, details[key]) for key, value in zip(_ordered(details, list(inputs)), inputs.values())}
+    feeds = {key: _feed(value, details[key], name not in kept and value.ndim == 4)
+             for key, (name, value) in zip(_ordered(details, list(inputs)), inputs.items())}
     results = runner(**feeds)
     out_details = runner.get_output_details()
     if all(name in results for name in output_names):
@@ -188,13 +187,13 @@ def _natural(name: str):
 
 def run_in_order(path: str, resolver: str, inputs):
     """Runs a model whose signature names its inputs and outputs in order (``args_0``, ``output_0``, ...:
-    litert-torch's); ``inputs`` in that order, the outputs in that order."""
+    litert-torch's, in PyTorch's layout); ``inputs`` in that order, the outputs in that order."""
     runner = _runner(path, resolver)
     details = runner.get_input_details()
     keys = sorted(details, key=_natural)
     if len(keys) != len(inputs):
         raise RuntimeError(f"the TF-Lite model takes {len(keys)} inputs, the example has {len(inputs)}")
-    results = runner(**{key: _feed(value, details[key]) for key, value in zip(keys, inputs)})
+    results = runner(**{key: _feed(value, details[key], False) for key, value in zip(keys, inputs)})
     out_details = runner.get_output_details()
     return [_result(results[key], out_details[key]) for key in sorted(results, key=_natural)]
 
@@ -228,7 +227,7 @@ def main(job_path: str) -> int:
         inputs = dict(np.load(job["inputs_npz"]).items())
         result["runs"] = {}
         for resolver in job["resolvers"]:
-            outputs = _run(path, resolver, inputs, job["outputs"])
+            outputs = _run(path, resolver, inputs, job["outputs"], set(job.get("keep_shape_inputs") or ()))
             saved = os.path.join(workdir, f"outputs_{resolver}.npz")
             np.savez(saved, **{f"o{i}": outputs[name] for i, name in enumerate(job["outputs"])})
             result["runs"][resolver] = saved
