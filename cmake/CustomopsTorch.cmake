@@ -50,32 +50,15 @@ set(CUSTOMOPS_TORCH_MIN "${CMAKE_MATCH_1}")
 set(CUSTOMOPS_TORCH_BELOW "${CMAKE_MATCH_2}")
 string(REGEX MATCH "^[0-9.]+" _customops_torch_release "${CUSTOMOPS_TORCH_VERSION}")
 if(_customops_torch_release VERSION_LESS CUSTOMOPS_TORCH_MIN OR NOT _customops_torch_release VERSION_LESS CUSTOMOPS_TORCH_BELOW)
-  message(WARNING "customops: torch ${CUSTOMOPS_TORCH_VERSION} is outside the supported releases "
-                  "(>=${CUSTOMOPS_TORCH_MIN},<${CUSTOMOPS_TORCH_BELOW}); the build may fail.")
+  message(FATAL_ERROR "customops: torch ${CUSTOMOPS_TORCH_VERSION} (${CUSTOMOPS_PYTHON}) is outside the supported "
+    "releases; pip install 'torch>=${CUSTOMOPS_TORCH_MIN},<${CUSTOMOPS_TORCH_BELOW}' or set CUSTOMOPS_PYTHON to a Python that has one.")
 endif()
 message(STATUS "customops: torch ${CUSTOMOPS_TORCH_VERSION} (CUDA '${CUSTOMOPS_TORCH_CUDA_VERSION}') from ${CUSTOMOPS_PYTHON}")
 
-if(CUSTOMOPS_TORCH_CUDA_VERSION)
-  include(CheckLanguage)
-  check_language(CUDA)
-  if(NOT CMAKE_CUDA_COMPILER)
-    message(FATAL_ERROR
-      "customops: torch ${CUSTOMOPS_TORCH_VERSION} is a CUDA ${CUSTOMOPS_TORCH_CUDA_VERSION} build, and "
-      "its CMake package needs a CUDA toolkit even for a CPU-only build of customops. Install "
-      "CUDA ${CUSTOMOPS_TORCH_CUDA_VERSION} (or point CMAKE_CUDA_COMPILER at its nvcc), or build "
-      "against a CPU-only libtorch.")
-  endif()
-  # torch's CMake turns TORCH_CUDA_ARCH_LIST into -gencode flags; without it, it
-  # would probe for a GPU and, finding none, compile for every architecture.
-  if(NOT DEFINED TORCH_CUDA_ARCH_LIST AND NOT DEFINED ENV{TORCH_CUDA_ARCH_LIST})
-    set(TORCH_CUDA_ARCH_LIST "9.0")
-  endif()
-  # torch chooses architectures itself and ignores (with a warning) CMake's own.
-  set(CMAKE_CUDA_ARCHITECTURES OFF)
-endif()
+include(customopsTorchLinking)
+include(CustomopsCudaToolchain)
 
 find_package(Torch REQUIRED)
-include(customopsTorchLinking)
 customops_torch_link_fixes(torch)
 
 # The C++ standard is the one torch's headers need: C++17 up to torch 2.11, C++20 from releases whose
@@ -123,7 +106,11 @@ if(CUSTOMOPS_TORCH_CUDA_VERSION AND NOT CUSTOMOPS_WITH_CUDA STREQUAL "OFF")
                     "torch's CUDA ${CUSTOMOPS_TORCH_CUDA_VERSION}.")
   endif()
   set(CUSTOMOPS_HAVE_CUDA ON)
-  message(STATUS "customops: CUDA kernels ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST}$ENV{TORCH_CUDA_ARCH_LIST})")
+  set(_archs "${TORCH_CUDA_ARCH_LIST}")
+  if(DEFINED ENV{TORCH_CUDA_ARCH_LIST})
+    set(_archs "$ENV{TORCH_CUDA_ARCH_LIST}")
+  endif()
+  message(STATUS "customops: CUDA kernels ON (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, TORCH_CUDA_ARCH_LIST=${_archs})")
 else()
   message(STATUS "customops: CUDA kernels OFF")
 endif()

@@ -31,3 +31,27 @@ function(customops_torch_link_fixes target)
     set_property(TARGET ${target} APPEND PROPERTY INTERFACE_LINK_OPTIONS "LINKER:-rpath-link,${dir}")
   endforeach()
 endfunction()
+
+# torch's CMake package, for a CUDA torch, looks for a whole CUDA toolkit (nvcc included) only to define
+# torch::cudart. A build or program that compiles no CUDA code needs just the runtime torch's wheels brought
+# (site-packages/nvidia/cu<major>): defined here first, torch's CMake takes it and looks for nothing more.
+#   customops_torch_cuda_runtime_target(<torch cmake prefixes...>)   # before find_package(Torch)
+function(customops_torch_cuda_runtime_target)
+  if(TARGET torch::cudart)
+    return()
+  endif()
+  add_library(torch::cudart INTERFACE IMPORTED GLOBAL)
+  foreach(prefix IN LISTS ARGN)
+    file(GLOB runtime "${prefix}/../../../nvidia/cu*/lib/libcudart.so.*")
+    if(runtime)
+      list(GET runtime 0 runtime)
+      get_filename_component(runtime "${runtime}" REALPATH)
+      get_filename_component(lib "${runtime}" DIRECTORY)
+      get_filename_component(root "${lib}" DIRECTORY)
+      set_target_properties(torch::cudart PROPERTIES
+        INTERFACE_INCLUDE_DIRECTORIES "${root}/include" INTERFACE_LINK_LIBRARIES "${runtime}")
+      message(STATUS "customops: no CUDA compiler; linking torch's CUDA runtime (${runtime})")
+      break()
+    endif()
+  endforeach()
+endfunction()
