@@ -66,6 +66,21 @@ if(CUSTOMOPS_HAVE_CUDA)
   endforeach()
 endif()
 
+# What the library holds, for its runtime check of each GPU (kernels/cuda/common/device_guard.cu) and
+# customops.build_info(): "80,86,90" machine code, "120" PTX. An arch-specific target (9.0a) counts as its
+# architecture: no other GPU shares its major and a lower minor.
+set(CUSTOMOPS_CUDA_SASS "")
+set(CUSTOMOPS_CUDA_PTX "")
+foreach(flag IN LISTS _customops_gencode)
+  if(flag MATCHES "code=sm_([0-9]+)[af]?$")
+    list(APPEND CUSTOMOPS_CUDA_SASS "${CMAKE_MATCH_1}")
+  elseif(flag MATCHES "code=compute_([0-9]+)[af]?$")
+    list(APPEND CUSTOMOPS_CUDA_PTX "${CMAKE_MATCH_1}")
+  endif()
+endforeach()
+string(REPLACE ";" "," CUSTOMOPS_CUDA_SASS "${CUSTOMOPS_CUDA_SASS}")
+string(REPLACE ";" "," CUSTOMOPS_CUDA_PTX "${CUSTOMOPS_CUDA_PTX}")
+
 set(_customops_cutlass_include "")
 set(_customops_cutlass_util "")
 if(CUSTOMOPS_HAVE_CUDA AND NOT CUSTOMOPS_WITH_CUTLASS STREQUAL "OFF")

@@ -61,7 +61,9 @@ def runner_path(name: str) -> str:
 
 
 def build_info() -> dict:
-    """What the staged library was built with: torch version, CUDA on/off, CPU builds."""
+    """What the library was built with: torch version, CPU kernel builds, and for CUDA the compiler's version and
+    origin (system, pypi or given) and the GPU architectures it holds machine code (cuda_sass, e.g. [80, 90]) and
+    PTX (cuda_ptx) for; a GPU outside them is refused with a message naming the rebuild."""
     info = Path(library_path()).parent / "build_info.json"
     return json.loads(info.read_text()) if info.exists() else {}
 

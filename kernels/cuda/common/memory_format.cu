@@ -5,7 +5,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "kernels/cuda/common/device_guard.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -160,7 +160,7 @@ at::Tensor to_format(const at::Tensor& t, at::MemoryFormat format) {
   if (!(to_nhwc ? t.is_contiguous() : t.is_contiguous(at::MemoryFormat::ChannelsLast))) {
     return t.contiguous(format);
   }
-  const c10::cuda::CUDAGuard guard(t.device());
+  const KernelGuard guard(t.device());
   auto out = at::empty(t.sizes(), t.options().memory_format(format));
   const int64_t N = t.size(0), C = t.size(1), HW = t.size(2) * t.size(3);
   if (to_nhwc) {

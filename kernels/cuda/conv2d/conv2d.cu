@@ -21,7 +21,7 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/ops/empty.h>
 #include <ATen/cuda/CUDAEvent.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "kernels/cuda/common/device_guard.h"
 #include <c10/cuda/CUDAMacros.h>
 #include <c10/util/Logging.h>
 
@@ -430,7 +430,7 @@ std::pair<at::Tensor, at::Tensor> fast_grads(const at::Tensor& grad_out, const a
 at::Tensor conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                   at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation, int64_t groups) {
   conv::check_devices("conv2d", input, weight, bias);
-  const c10::cuda::CUDAGuard guard(input.device());
+  const KernelGuard guard(input.device());
   if (auto y = fast_forward(input, weight, bias, stride, padding, dilation, groups); y.defined()) return y;
   return conv::gemm_forward(kBackend, input, weight, bias, stride, padding, dilation, groups);
 }
@@ -439,7 +439,7 @@ conv::Grads conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input,
                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                             int64_t groups, std::array<bool, 3> output_mask) {
   conv::check_devices("conv2d_backward", input, weight, std::nullopt, grad_out);
-  const c10::cuda::CUDAGuard guard(input.device());
+  const KernelGuard guard(input.device());
   auto [grad_input, grad_weight] =
       fast_grads(grad_out, input, weight, stride, padding, dilation, groups, output_mask);
   // The explicit path computes what is left (and the bias gradient).

@@ -25,7 +25,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "kernels/cuda/common/device_guard.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -661,7 +661,7 @@ int64_t images_per_chunk(int64_t batch, int64_t channels) {
 at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
   conv::check_devices("depthwise_conv2d", input, weight, bias);
-  const c10::cuda::CUDAGuard guard(input.device());
+  const KernelGuard guard(input.device());
   auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
   check_int_window("depthwise_conv2d", p, stride, padding, dilation);
   if (p.channels_last) {
@@ -693,7 +693,7 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
                                       at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
                                       std::array<bool, 3> output_mask) {
   conv::check_devices("depthwise_conv2d_backward", input, weight, std::nullopt, grad_out);
-  const c10::cuda::CUDAGuard guard(input.device());
+  const KernelGuard guard(input.device());
   const auto bp = conv::depthwise_backward_plan(grad_out, input, weight, stride, padding, dilation);
   check_int_window("depthwise_conv2d_backward", bp.p, stride, padding, dilation);
   if (bp.p.channels_last) {

@@ -5,7 +5,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "kernels/cuda/common/device_guard.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -171,7 +171,7 @@ void col2im_into(const fold::Plan& plan) {
 
 at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
                   at::IntArrayRef padding, at::IntArrayRef stride) {
-  const c10::cuda::CUDAGuard guard(input.device());
+  const KernelGuard guard(input.device());
   const auto plan = fold::plan_im2col(input, kernel_size, dilation, padding, stride);
   im2col_into(plan);
   return plan.output;
@@ -179,7 +179,7 @@ at::Tensor im2col(const at::Tensor& input, at::IntArrayRef kernel_size, at::IntA
 
 at::Tensor col2im(const at::Tensor& input, at::IntArrayRef output_size, at::IntArrayRef kernel_size,
                   at::IntArrayRef dilation, at::IntArrayRef padding, at::IntArrayRef stride) {
-  const c10::cuda::CUDAGuard guard(input.device());
+  const KernelGuard guard(input.device());
   const auto plan = fold::plan_col2im(input, output_size, kernel_size, dilation, padding, stride);
   col2im_into(plan);
   return plan.output;

@@ -1,7 +1,7 @@
 #include "kernels/quick_gelu.h"
 
 #include <ATen/Dispatch.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "kernels/cuda/common/device_guard.h"
 
 #include "kernels/common/elementwise_layout.h"
 #include "kernels/cuda/common/elementwise.cuh"
@@ -29,7 +29,7 @@ struct Backward {
 
 at::Tensor quick_gelu(const at::Tensor& x) {
   checks::quick_gelu(x);
-  const c10::cuda::CUDAGuard guard(x.device());
+  const KernelGuard guard(x.device());
   const auto xd = layout::dense(x);
   auto out = layout::elementwise_output(xd);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "quick_gelu_cuda", [&] {
@@ -40,7 +40,7 @@ at::Tensor quick_gelu(const at::Tensor& x) {
 
 at::Tensor quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x) {
   checks::quick_gelu_backward(grad_out, x);
-  const c10::cuda::CUDAGuard guard(x.device());
+  const KernelGuard guard(x.device());
   const auto xd = layout::dense(x);
   const auto gd = layout::match_strides(grad_out, xd);
   auto out = layout::elementwise_output(xd);

@@ -5,7 +5,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "kernels/cuda/common/device_guard.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -169,7 +169,7 @@ void launch_backward(int lanes, int64_t N, int64_t F, const scalar_t* g, const s
 at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor& points_in) {
   // The plan checks the devices before anything runs; the guard is for the launch.
   const auto plan = trilinear::plan_forward(feats_in, points_in);
-  const c10::cuda::CUDAGuard guard(feats_in.device());
+  const KernelGuard guard(feats_in.device());
   const at::Tensor &feats = plan.feats, &points = plan.points, &out = plan.out;
   const int64_t N = plan.N, F = plan.F;
   if (out.numel() == 0) return out;
@@ -197,7 +197,7 @@ at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor&
 trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, const at::Tensor& feats_in,
                                                   const at::Tensor& points_in, std::array<bool, 2> output_mask) {
   const auto plan = trilinear::plan_backward(grad_in, feats_in, points_in, output_mask);
-  const c10::cuda::CUDAGuard guard(feats_in.device());
+  const KernelGuard guard(feats_in.device());
   const at::Tensor &grad = plan.grad, &feats = plan.feats, &points = plan.points;
   const at::Tensor &gf = plan.grad_feats, &gp = plan.grad_points;
   const int64_t N = plan.N, F = plan.F;

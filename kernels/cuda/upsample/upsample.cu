@@ -5,7 +5,7 @@
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAGuard.h>
+#include "kernels/cuda/common/device_guard.h"
 #include <c10/macros/Macros.h>
 
 #include <algorithm>
@@ -548,7 +548,7 @@ void backward(const Plan& p) {
 } // namespace
 
 at::Tensor upsample_bilinear2d(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode) {
-  const c10::cuda::CUDAGuard guard(input.device());
+  const KernelGuard guard(input.device());
   const auto plan = upsample::plan_forward(input, output_size, mode);
   if (plan.output.numel() == 0) return plan.output;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "upsample_bilinear2d_cuda",
@@ -558,7 +558,7 @@ at::Tensor upsample_bilinear2d(const at::Tensor& input, at::IntArrayRef output_s
 
 at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, at::IntArrayRef input_size,
                                         c10::string_view mode) {
-  const c10::cuda::CUDAGuard guard(grad_out.device());
+  const KernelGuard guard(grad_out.device());
   const auto plan = upsample::plan_backward(grad_out, input_size, mode);
   if (plan.output.numel() == 0) return plan.output;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(),
