@@ -50,9 +50,24 @@ ensure_disk_space() {
   fi
 }
 
+# An editable install of another checkout puts an import hook ahead of PYTHONPATH: the scripts would build
+# this tree and test that one. Refuse instead.
+refuse_other_checkout() {
+  local found
+  found="$("$PYTHON" -c 'import importlib.util as u, os; s = u.find_spec("customops")
+print(os.path.dirname(os.path.realpath(s.origin)) if s and s.origin else "")' 2>/dev/null)"
+  if [[ -n "$found" && "$found" != "$(realpath "$ROOT/python/customops")" ]]; then
+    echo "customops: $PYTHON imports customops from $found, not from this checkout ($ROOT/python/customops):" \
+      "the scripts would build this one and test that one. Run '$PYTHON -m pip uninstall customops'," \
+      "or unset CUSTOMOPS_PYTHON to use the project's own environment." >&2
+    exit 1
+  fi
+}
+
 if [[ -n "${CUSTOMOPS_PYTHON:-}" ]]; then
   PYTHON="$(command -v "$CUSTOMOPS_PYTHON")"
   export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
+  refuse_other_checkout
 else
   ensure_system_tools
   VENV="$ROOT/$VENV_NAME"
@@ -70,3 +85,7 @@ else
   export PATH="$VENV/bin:$PATH"
 fi
 export CUSTOMOPS_PYTHON="$PYTHON"
+# The scripts build to test: on a machine without a GPU, where the CUDA kernels are compiled but never run,
+# for sm_90 alone instead of every architecture a release targets (cmake/CustomopsCudaToolchain.cmake); a
+# machine with GPUs builds for them either way.
+export CUSTOMOPS_CMAKE_ARGS="-DCUSTOMOPS_DEFAULT_CUDA_ARCHS=9.0 ${CUSTOMOPS_CMAKE_ARGS:-}"

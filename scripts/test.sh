@@ -29,7 +29,9 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   exit $status
 fi
 
+setup_start=$SECONDS
 source "$ROOT/scripts/install.sh"
+echo "customops: set-up (environment, compiler, build, install) took $((SECONDS - setup_start)) s" >&2
 # The venv has scikit-build-core, onnx and the docs' packages (requirements/common.txt): the tests that need
 # them must run, not skip.
 if [[ -n "${VENV:-}" ]]; then
@@ -47,6 +49,8 @@ if [[ -n "${VENV:-}" ]]; then
       sha256sum "$ROOT/python/customops/deploy/tflite-requirements.txt" >"$tflite_stamp"
     fi
     export CUSTOMOPS_TFLITE_PYTHON="$tflite_env/bin/python" CUSTOMOPS_REQUIRE_TFLITE_TEST=1
+    # The build with nvcc from PyPI (test_toolchain.py) installs that compiler into this environment.
+    export CUSTOMOPS_TOOLCHAIN_TEST=1
   else
     # The oldest torch's environment has litert-torch (requirements/torch-2.11.txt): the direct conversion's
     # tests run here; the onnx2tf ones ran against the newest torch.
@@ -58,5 +62,5 @@ fi
 
 status=0
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900) || status=1
-(cd "$ROOT" && "$PYTHON" -m pytest tests/python -q -p no:cacheprovider "$@") || status=1
+(cd "$ROOT" && "$PYTHON" -m pytest tests/python -q -p no:cacheprovider --durations=30 "$@") || status=1
 exit $status
