@@ -55,3 +55,19 @@ function(customops_torch_cuda_runtime_target)
     endif()
   endforeach()
 endfunction()
+
+# torch's CMake package finds the toolkit through the first nvcc on PATH, not through CMAKE_CUDA_COMPILER: with
+# no nvcc on PATH (nvcc from PyPI) or another one first, it fails or mixes toolkits. Points it at the toolkit of
+# CMAKE_CUDA_COMPILER where that compiler sits in a toolkit's layout (bin/nvcc beside include/cuda_runtime.h).
+#   customops_cuda_toolkit_root()   # before find_package(Torch)
+function(customops_cuda_toolkit_root)
+  if(NOT CMAKE_CUDA_COMPILER OR CUDA_TOOLKIT_ROOT_DIR)
+    return()
+  endif()
+  get_filename_component(bin "${CMAKE_CUDA_COMPILER}" DIRECTORY)
+  get_filename_component(root "${bin}" DIRECTORY)
+  if(EXISTS "${root}/include/cuda_runtime.h")
+    set(CUDA_TOOLKIT_ROOT_DIR "${root}" CACHE PATH "The CUDA toolkit of CMAKE_CUDA_COMPILER")
+    set(CUDAToolkit_ROOT "${root}" CACHE PATH "The CUDA toolkit of CMAKE_CUDA_COMPILER")
+  endif()
+endfunction()

@@ -73,7 +73,13 @@ def system_candidates(environ=os.environ) -> list[str]:
     for nvcc in found:
         if os.path.isfile(nvcc) and os.path.realpath(nvcc) not in map(os.path.realpath, unique):
             unique.append(nvcc)
-    return unique
+    # An nvcc inside a toolkit's layout before a wrapper script elsewhere (/usr/local/bin/nvcc): torch's CMake
+    # needs the toolkit folder, which it derives from the compiler's path.
+    return sorted(unique, key=lambda nvcc: not _in_toolkit(nvcc))
+
+
+def _in_toolkit(nvcc: str) -> bool:
+    return os.path.isfile(os.path.join(os.path.dirname(os.path.dirname(nvcc)), "include", "cuda_runtime.h"))
 
 
 def wheel_roots(cuda: str) -> list[Path]:
