@@ -143,7 +143,9 @@ def test_find_package_consumer_builds_against_the_installed_package(venv, tmp_pa
                   cwd=tmp_path, env=_clean_env()).stdout.strip()
     args = [f"-DCMAKE_PREFIX_PATH={prefix}", "-DCMAKE_BUILD_TYPE=Release"]
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    if torch.version.cuda and Path(nvcc).exists():  # torch's CMake package wants a CUDA toolkit
+    # A compiler that runs, if any: without one, the package gives torch's CMake the CUDA runtime of its wheels.
+    runs = Path(nvcc).exists() and subprocess.run([nvcc, "--version"], capture_output=True).returncode == 0
+    if torch.version.cuda and runs:
         args.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
     _run(["cmake", "-S", ROOT / "tests" / "cpp" / "consumer", "-B", tmp_path / "build", *args])
     _run(["cmake", "--build", tmp_path / "build"], timeout=900)
