@@ -32,28 +32,39 @@ function(customops_torch_link_fixes target)
   endforeach()
 endfunction()
 
+# The CUDA runtime torch's wheels brought (site-packages/nvidia/cu<major>/lib/libcudart.so.N), found from torch's
+# CMake prefix (site-packages/torch/share/cmake); empty where there is none.
+#   customops_torch_cuda_runtime(<out> <torch cmake prefixes...>)
+function(customops_torch_cuda_runtime out)
+  set(runtime "")
+  foreach(prefix IN LISTS ARGN)
+    file(GLOB found "${prefix}/../../../nvidia/cu*/lib/libcudart.so.*")
+    if(found)
+      list(GET found 0 runtime)
+      get_filename_component(runtime "${runtime}" REALPATH)
+      break()
+    endif()
+  endforeach()
+  set(${out} "${runtime}" PARENT_SCOPE)
+endfunction()
+
 # torch's CMake package, for a CUDA torch, looks for a whole CUDA toolkit (nvcc included) only to define
-# torch::cudart. A build or program that compiles no CUDA code needs just the runtime torch's wheels brought
-# (site-packages/nvidia/cu<major>): defined here first, torch's CMake takes it and looks for nothing more.
+# torch::cudart. A build or program that compiles no CUDA code needs just the runtime torch's wheels brought:
+# defined here first, torch's CMake takes it and looks for nothing more.
 #   customops_torch_cuda_runtime_target(<torch cmake prefixes...>)   # before find_package(Torch)
 function(customops_torch_cuda_runtime_target)
   if(TARGET torch::cudart)
     return()
   endif()
   add_library(torch::cudart INTERFACE IMPORTED GLOBAL)
-  foreach(prefix IN LISTS ARGN)
-    file(GLOB runtime "${prefix}/../../../nvidia/cu*/lib/libcudart.so.*")
-    if(runtime)
-      list(GET runtime 0 runtime)
-      get_filename_component(runtime "${runtime}" REALPATH)
-      get_filename_component(lib "${runtime}" DIRECTORY)
-      get_filename_component(root "${lib}" DIRECTORY)
-      set_target_properties(torch::cudart PROPERTIES
-        INTERFACE_INCLUDE_DIRECTORIES "${root}/include" INTERFACE_LINK_LIBRARIES "${runtime}")
-      message(STATUS "customops: no CUDA compiler; linking torch's CUDA runtime (${runtime})")
-      break()
-    endif()
-  endforeach()
+  customops_torch_cuda_runtime(runtime ${ARGN})
+  if(runtime)
+    get_filename_component(lib "${runtime}" DIRECTORY)
+    get_filename_component(root "${lib}" DIRECTORY)
+    set_target_properties(torch::cudart PROPERTIES
+      INTERFACE_INCLUDE_DIRECTORIES "${root}/include" INTERFACE_LINK_LIBRARIES "${runtime}")
+    message(STATUS "customops: no CUDA compiler; linking torch's CUDA runtime (${runtime})")
+  endif()
 endfunction()
 
 # torch's CMake package finds the toolkit through the first nvcc on PATH, not through CMAKE_CUDA_COMPILER: with

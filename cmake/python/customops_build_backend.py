@@ -31,17 +31,15 @@ def cuda_compiler_requirements(config_settings: dict | None = None) -> list[str]
         return []
     try:
         cuda = _toolchain.torch_cuda()
-        if not cuda:
-            return []
-        _toolchain.find(cuda, install=False)
-        return []
     except _toolchain.ToolchainError:
-        # No torch yet (CMake then says so), or no compiler: the latter is what the wheels are for.
-        try:
-            cuda = _toolchain.torch_cuda()
-        except _toolchain.ToolchainError:
-            return []
-        return _toolchain.requirements(cuda)
+        return []  # no torch yet: CMake says so
+    if not cuda:
+        return []
+    try:
+        _toolchain.find(cuda, install=False)
+    except _toolchain.ToolchainError:
+        return _toolchain.requirements(cuda)  # no compiler: what the wheels are for
+    return []
 
 
 def get_requires_for_build_wheel(config_settings=None):
