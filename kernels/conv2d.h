@@ -8,9 +8,11 @@
 
 #include <array>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
+#include "kernels/common/backend_choice.h"
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
 #include "kernels/fold.h"
@@ -170,8 +172,12 @@ struct DepthwisePlan {
   at::Tensor x, weight, bias, out;  // bias may be undefined
   bool channels_last;  // x, out (and a backward plan's gout) are NHWC in memory
 };
+// allocate=false leaves out undefined (the CUDA op allocates it once it has chosen its kernels).
 DepthwisePlan depthwise_plan(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation);
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                             bool allocate = true);
+// The output of a plan made with allocate=false.
+at::Tensor allocate_output(const DepthwisePlan& p);
 
 // The same for the backward op: gout 4-D, dense in the plan's format; out unused.
 struct DepthwiseBackwardPlan {
@@ -181,6 +187,23 @@ struct DepthwiseBackwardPlan {
 DepthwiseBackwardPlan depthwise_backward_plan(const at::Tensor& grad_out, const at::Tensor& input,
                                               const at::Tensor& weight, at::IntArrayRef stride,
                                               at::IntArrayRef padding, at::IntArrayRef dilation);
+
+// Which implementation runs a depthwise pass on CUDA where the policy is "auto" and no timing decides
+// (kernels/common/depthwise_rule.cpp: the rule and the measurements behind it).
+enum class DepthwisePass : uint8_t { forward, input_grad, weight_grad };
+struct DepthwiseCase {
+  DepthwisePass pass;
+  int64_t N, C, H, W, m, kh, kw, sh, sw, dh, dw, ph, pw, out_h, out_w;
+  at::ScalarType dtype;
+  bool channels_last, bias;
+};
+DepthwiseCase depthwise_case(DepthwisePass pass, const DepthwisePlan& p, bool bias);
+backend::Impl depthwise_rule(const DepthwiseCase& c);
+// Whether PyTorch's kernels may run the case at all (an empty batch or output stays with customops).
+bool depthwise_has_choice(const DepthwiseCase& c);
+// The shape's key among timed choices.
+std::string depthwise_key(const DepthwiseCase& c, int device);
+const char* pass_name(DepthwisePass pass);
 
 // Drops the batch dimension of results for unbatched inputs.
 at::Tensor unbatch(const at::Tensor& t, const Shape<int64_t>& s);

@@ -48,3 +48,16 @@ TORCH_LIBRARY(customops, m) {
   m.def("trilinear_interpolation_backward(Tensor grad_out, Tensor feats, Tensor points, bool[2] output_mask) "
         "-> (Tensor, Tensor)", pt2);
 }
+
+// Which implementation an op runs on CUDA where PyTorch has a competing kernel (kernels/common/
+// backend_choice.h); customops.backends is their Python face. Not operators of the model: no tensors.
+TORCH_LIBRARY(customops_backends, m) {
+  m.def("ops() -> str[]");
+  m.def("set(str op, str backend) -> ()");
+  m.def("get(str op) -> str");
+  m.def("timed() -> str[]");
+  m.def("clear_timed() -> ()");
+  // What the rule picks per pass (forward, input_grad, weight_grad) for a depthwise layer's call on CUDA.
+  m.def("depthwise_conv2d_rule(int[] input_size, int[] weight_size, ScalarType dtype, bool channels_last, "
+        "bool bias, int[2] stride, int[2] padding, int[2] dilation) -> str[]");
+}

@@ -37,16 +37,22 @@ DepthwisePlan make_plan(const char* op, const at::Tensor& input, const at::Tenso
   auto x = (s.batched ? input : input.unsqueeze(0)).contiguous(format);
   auto wt = weight.contiguous().view({s.O, w.kh * w.kw});
   at::Tensor b = bias.has_value() && bias->defined() ? bias->contiguous() : at::Tensor();
-  at::Tensor out =
-      allocate ? at::empty({s.N, s.O, s.out_h, s.out_w}, x.options().memory_format(format)) : at::Tensor();
-  return {s, w, s.O / s.C, x, wt, b, out, format == at::MemoryFormat::ChannelsLast};
+  DepthwisePlan p{s, w, s.O / s.C, x, wt, b, at::Tensor(), format == at::MemoryFormat::ChannelsLast};
+  if (allocate) p.out = allocate_output(p);
+  return p;
 }
 
 } // namespace
 
 DepthwisePlan depthwise_plan(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
-  return make_plan("depthwise_conv2d", input, weight, bias, stride, padding, dilation, true);
+                             at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
+                             bool allocate) {
+  return make_plan("depthwise_conv2d", input, weight, bias, stride, padding, dilation, allocate);
+}
+
+at::Tensor allocate_output(const DepthwisePlan& p) {
+  const auto format = p.channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  return at::empty({p.s.N, p.s.O, p.s.out_h, p.s.out_w}, p.x.options().memory_format(format));
 }
 
 DepthwiseBackwardPlan depthwise_backward_plan(const at::Tensor& grad_out, const at::Tensor& input,

@@ -15,6 +15,7 @@ litert-torch's ``litert_torch.convert`` converts the ops (``customops.litert``).
 from ._library import build_info, library_path, runner_path  # loads libcustomops.so
 from ._library import cmake_prefix_path as _cmake_prefix_path
 from . import aoti
+from . import backends  # noqa: F401  (which implementation CUDA ops run where PyTorch has one too)
 from . import func  # noqa: F401  (torch.func support: registers Python kernels for transforms)
 from . import sharding  # noqa: E402,F401  (DTensor sharding rules; after the library registered the ops)
 from .convert import ConversionReport, convert
@@ -52,7 +53,7 @@ def __getattr__(name: str):
 
 __all__ = [
     "Col2im", "ConversionReport", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation",
-    "UpsampleBilinear2d", "aoti", "build_info", "inductor", "cmake_prefix_path", "col2im", "convert", "conv2d",
+    "UpsampleBilinear2d", "aoti", "backends", "build_info", "inductor", "cmake_prefix_path", "col2im", "convert", "conv2d",
     "depthwise_conv2d", "im2col", "library_path", "litert", "quick_gelu", "runner_path", "trilinear_interpolation",
     "upsample_bilinear2d",
 ]

@@ -69,6 +69,9 @@ class ConversionReport:
 
     swapped: List[Swapped] = field(default_factory=list)
     skipped: List[Skipped] = field(default_factory=list)
+    #: With ``example_input``: per swapped depthwise layer, what each pass runs on CUDA for that input
+    #: (:mod:`customops.backends`): {"forward"|"input_grad"|"weight_grad": "customops"|"pytorch"|...}.
+    backends: Dict[str, Dict[str, str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.swapped)
@@ -77,11 +80,13 @@ class ConversionReport:
         lines = [f"customops.convert: swapped {len(self.swapped)} module(s), left {len(self.skipped)} alone"]
         lines += [f"  swapped {name or '(model)'}: {old} -> {new}" for name, old, new in self.swapped]
         lines += [f"  skipped {name or '(model)'} ({cls}): {reason}" for name, cls, reason in self.skipped]
+        for name, picks in self.backends.items():
+            lines.append(f"  on CUDA {name or '(model)'}: " + ", ".join(f"{p} {c}" for p, c in picks.items()))
         return "\n".join(lines)
 
 
 def convert(model: nn.Module, *, inplace: bool = False, conv2d: bool = False,
-            coordinate_mode: Optional[str] = None,
+            coordinate_mode: Optional[str] = None, example_input=None,
             return_report: bool = False) -> Union[nn.Module, Tuple[nn.Module, ConversionReport]]:
     """Replaces the layers of ``model`` that customops computes identically.
 
@@ -115,6 +120,10 @@ def convert(model: nn.Module, *, inplace: bool = False, conv2d: bool = False,
             ``"align_corners"`` converts every bilinear ``nn.Upsample`` to that
             convention on purpose, a change of numerics (for parity with a
             deployment runtime); the output size stays the same.
+        example_input: an input of the model (a tensor, or a tuple of positional arguments); the converted
+            model runs it once without gradients, and the report's ``backends`` says, per depthwise layer and
+            pass, whether customops' kernels or PyTorch's run on CUDA for inputs of that shape, dtype and
+            layout (:mod:`customops.backends`).
         return_report: also return the :class:`ConversionReport` (what was
             swapped, and what was left alone and why). The report is logged at
             INFO level on the ``customops.convert`` logger either way.
@@ -142,6 +151,8 @@ def convert(model: nn.Module, *, inplace: bool = False, conv2d: bool = False,
         model = copy.deepcopy(model)
     converter = _Converter(conv2d=bool(conv2d), coordinate_mode=coordinate_mode)
     model = converter.run(model)
+    if example_input is not None:
+        converter.report.backends = _backends_for(model, example_input)
     _log.info("%s", converter.report)
     return (model, converter.report) if return_report else model
 
@@ -240,6 +251,27 @@ class _Converter:
                               "set: PyTorch maps coordinates with 1/scale_factor, customops with in/out")
         return UpsampleBilinear2d(size=size, scale_factor=scale, coordinate_mode=mode,
                                   recompute_scale_factor=getattr(m, "recompute_scale_factor", None)), ""
+
+
+def _backends_for(model: nn.Module, example_input) -> Dict[str, Dict[str, str]]:
+    from .backends import describe_depthwise
+
+    found: Dict[str, Dict[str, str]] = {}
+    handles = []
+    for name, module in model.named_modules():
+        if type(module) is DepthwiseConv2d:
+            def hook(mod, args, name=name):
+                x = mod._pad(args[0])
+                found[name] = describe_depthwise(x, mod.weight, mod.bias is not None, mod.stride, mod._conv_padding,
+                                                 mod.dilation)
+            handles.append(module.register_forward_pre_hook(hook))
+    try:
+        with torch.no_grad():
+            model(*(example_input if isinstance(example_input, tuple) else (example_input,)))
+    finally:
+        for h in handles:
+            h.remove()
+    return found
 
 
 def _take_over(new: nn.Module, old: nn.Module) -> None:

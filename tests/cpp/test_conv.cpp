@@ -93,6 +93,26 @@ TEST(Conv, DepthwiseMatchesATenWithChannelMultiplier) {
   }
 }
 
+// The per-op choice of CUDA implementation, from C++: every policy gives PyTorch's values (on CUDA each runs
+// its own kernels), and unknown ops and backends are refused by name.
+TEST(Conv, DepthwiseBackendsFromCpp) {
+  EXPECT_EQ(customops::backends::get("depthwise_conv2d"), "auto");
+  for (const char* backend : {"customops", "pytorch", "auto"}) {
+    customops::backends::set("depthwise_conv2d", backend);
+    EXPECT_EQ(customops::backends::get("depthwise_conv2d"), backend);
+    for (const auto& device : devices()) {
+      const auto opts = torch::dtype(torch::kFloat).device(device);
+      const auto x = torch::randn({2, 8, 9, 9}, opts).contiguous(at::MemoryFormat::ChannelsLast);
+      const auto w = torch::randn({8, 1, 3, 3}, opts);
+      const auto y = customops::depthwise_conv2d(x, w, std::nullopt, {2, 2}, {1, 1}, {1, 1});
+      EXPECT_TRUE(torch::allclose(y, at::conv2d(x, w, {}, {2, 2}, {1, 1}, {1, 1}, 8), 1e-4, 1e-5)) << backend;
+      EXPECT_TRUE(y.is_contiguous(at::MemoryFormat::ChannelsLast)) << backend;
+    }
+  }
+  EXPECT_THROW(customops::backends::set("depthwise_conv2d", "cudnn"), c10::Error);
+  EXPECT_THROW(customops::backends::get("quick_gelu"), c10::Error);
+}
+
 // A workspace of 1 MiB forces one image per chunk; results must not change.
 TEST(Conv, Conv2dChunksTheBatchUnderTheWorkspaceLimit) {
   const auto x = torch::randn({5, 16, 40, 40}, torch::kDouble);

@@ -65,6 +65,14 @@ def _seed():
 
 
 @pytest.fixture
+def customops_kernels():
+    """customops' own CUDA kernels for the test, also where customops.backends' rule would run PyTorch's: for
+    the tests of those kernels."""
+    with customops.backends.use("depthwise_conv2d", "customops"):
+        yield
+
+
+@pytest.fixture
 def tf32():
     """torch.backends.cuda.matmul.allow_tf32 on for the test (the flag conv2d's TF32 kernels follow)."""
     old = torch.backends.cuda.matmul.allow_tf32

@@ -10,6 +10,9 @@ import torch.nn.functional as F
 import customops
 from conftest import requires_cuda
 
+# Tests of customops' own kernels: the rule of customops.backends must not hand their shapes to PyTorch.
+pytestmark = pytest.mark.usefixtures("customops_kernels")
+
 
 def test_conv2d_chunks_under_the_workspace_limit(monkeypatch):
     """With a 1 MiB workspace the batch of 5 goes 2 + 2 + 1 images at a time,

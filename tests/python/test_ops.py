@@ -229,6 +229,28 @@ def test_fake_kernels_give_the_real_strides(op: OpInfo, device, dtype):
         _assert_same_layouts(real_grads, fake_grads, f"{sample.name} (backward)")
 
 
+def backend_params():
+    import customops
+
+    for op in OP_DB:
+        if op.name in customops.backends.ops():
+            for backend in ("customops", "pytorch"):
+                for dtype in op.dtypes.get("cuda", ()):
+                    yield pytest.param(op, backend, dtype, marks=[requires_cuda],
+                                       id=f"{op}-cuda-{backend}-{_dtype_name(dtype)}")
+
+
+@pytest.mark.parametrize("op,backend,dtype", list(backend_params()))
+def test_every_backend_matches_reference(op: OpInfo, backend, dtype):
+    """Ops that run PyTorch's kernels where those are faster (customops.backends): every sample through each
+    choice, values, gradients and the layouts the fake kernels promise."""
+    import customops
+
+    with customops.backends.use(op.name, backend):
+        test_matches_reference(op, "cuda", dtype)
+        test_fake_kernels_give_the_real_strides(op, "cuda", dtype)
+
+
 def test_every_op_leaves_inductor_free_to_choose_layouts():
     # Without the tag Inductor pins each custom op's inputs to the strides seen while tracing, and copies
     # around it once its layout optimisation has made the convolutions around it channels_last.

@@ -357,6 +357,7 @@ def _forward_and_backward(case: S.Case, built: Built):
 
 
 @requires_cuda
+@pytest.mark.usefixtures("customops_kernels")
 @pytest.mark.parametrize("family", list(S.CUDA_FAMILIES))
 def test_cuda_kernel_family(family):
     """The family's cases against the reference (forward and gradients in the drawn dtype), and, over all of them,

@@ -34,6 +34,7 @@
 #include "kernels/conv2d.h"
 #include "kernels/cuda/common/launch.cuh"
 #include "kernels/cuda/depthwise_conv2d/common.cuh"
+#include "kernels/cuda/depthwise_conv2d/direct.h"
 #include "kernels/cuda/depthwise_conv2d/nhwc.cuh"
 
 namespace customops::cuda {
@@ -629,6 +630,10 @@ bool launch_fast_corr(const scalar_t* src, const scalar_t* weight, const scalar_
   return launch_tiled<scalar_t, kR>(src, weight, bias, dst, c, planes, stream);
 }
 
+} // namespace
+
+namespace depthwise {
+
 // The kernels hold stride, padding and dilation as int (Corr, and Geometry in
 // nhwc_common.cuh): int(w.sh) of 2^32 + 1 was 1, a computation for other
 // arguments than the given ones. Window coordinates (y * sh - ph + i * dh, and
@@ -648,6 +653,10 @@ void check_int_window(const char* op, const conv::DepthwisePlan& p, at::IntArray
               padded_h, " x ", padded_w);
 }
 
+} // namespace depthwise
+
+namespace {
+
 // Batch chunks of the weight gradient: enough (chunk, channel) blocks to fill
 // the device a few times over.
 int64_t images_per_chunk(int64_t batch, int64_t channels) {
@@ -658,12 +667,10 @@ int64_t images_per_chunk(int64_t batch, int64_t channels) {
 
 } // namespace
 
-at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                            at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation) {
-  conv::check_devices("depthwise_conv2d", input, weight, bias);
-  const KernelGuard guard(input.device());
-  auto p = conv::depthwise_plan(input, weight, bias, stride, padding, dilation);
-  check_int_window("depthwise_conv2d", p, stride, padding, dilation);
+namespace depthwise {
+
+at::Tensor forward(conv::DepthwisePlan& p) {
+  p.out = conv::allocate_output(p);
   if (p.channels_last) {
     depthwise_nhwc::forward(p);
     return conv::unbatch(p.out, p.s);
@@ -689,13 +696,7 @@ at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, c
   return conv::unbatch(p.out, p.s);
 }
 
-conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& weight,
-                                      at::IntArrayRef stride, at::IntArrayRef padding, at::IntArrayRef dilation,
-                                      std::array<bool, 3> output_mask) {
-  conv::check_devices("depthwise_conv2d_backward", input, weight, std::nullopt, grad_out);
-  const KernelGuard guard(input.device());
-  const auto bp = conv::depthwise_backward_plan(grad_out, input, weight, stride, padding, dilation);
-  check_int_window("depthwise_conv2d_backward", bp.p, stride, padding, dilation);
+conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& weight, std::array<bool, 3> output_mask) {
   if (bp.p.channels_last) {
     at::Tensor gi, gw, gb;
     if (output_mask[0]) {
@@ -775,4 +776,5 @@ conv::Grads depthwise_conv2d_backward(const at::Tensor& grad_out, const at::Tens
   return {output_mask[0] ? conv::unbatch(grad_input, p.s) : grad_input, grad_weight, grad_bias};
 }
 
+} // namespace depthwise
 } // namespace customops::cuda

@@ -5,6 +5,7 @@
 // Python and TorchScript.
 #pragma once
 
+#include <customops/backends.h>
 #include <customops/conv.h>
 #include <customops/fold.h>
 #include <customops/quick_gelu.h>

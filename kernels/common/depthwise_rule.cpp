@@ -1,0 +1,132 @@
+// The rule that picks, per pass of a CUDA depthwise convolution, customops' kernels or PyTorch's (cuDNN or
+// its native depthwise kernels), where no timing decides (kernels/common/backend_choice.h). It was read off
+// `python -m customops.benchmark.depthwise_choice` (every depthwise shape of the model zoo, batch 128, each
+// pass of both implementations timed back to back; docs/performance/depthwise_choice.md has the table, the
+// command and the machine; cudnn.benchmark off, PyTorch's default). Shapes no measurement covers (a channel
+// multiplier, dilation, float64, 16-bit NCHW, float32 channels_last) run customops' kernels.
+#include <ATen/core/Tensor.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "kernels/conv2d.h"
+
+namespace customops::conv {
+namespace {
+
+using backend::Impl;
+
+bool is_half(at::ScalarType t) {
+  return t == at::kHalf || t == at::kBFloat16;
+}
+
+// The rule's features: channels, input plane height, largest kernel side, stride (the zoo's are 1 or 2).
+struct Features {
+  int64_t C, H, k, s;
+  bool band;  // a 1xk or kx1 kernel
+};
+
+Features features(const DepthwiseCase& c) {
+  return {c.C, c.H, std::max(c.kh, c.kw), std::max(c.sh, c.sw), c.kh != c.kw};
+}
+
+// 16-bit channels_last against cuDNN's NHWC kernels. Per pass a depth-3 decision tree fitted to the
+// measurements (weighted by how often each layer occurs in the zoo); over the zoo it costs 0.670 of
+// PyTorch's time where always the faster would cost 0.663.
+Impl half_channels_last(DepthwisePass pass, const Features& f) {
+  bool ours = true;
+  switch (pass) {
+    case DepthwisePass::forward:
+      if (f.k <= 3) {
+        ours = f.s <= 1 ? f.C <= 32 : f.C > 48;
+      } else if (f.H <= 7) {
+        ours = f.k > 7;
+      } else {
+        ours = f.s <= 1;
+      }
+      break;
+    case DepthwisePass::input_grad:
+      if (f.H <= 14) {
+        ours = f.C <= 144 ? f.k > 5 : f.s <= 1;
+      } else {
+        ours = f.k > 5 || f.s <= 1;
+      }
+      break;
+    case DepthwisePass::weight_grad:
+      if (f.k <= 3) {
+        ours = f.C <= 72 || f.s > 1;
+      } else if (f.s <= 1) {
+        ours = f.k > 7;
+      } else {
+        ours = f.H <= 14;
+      }
+      break;
+  }
+  return ours ? Impl::customops : Impl::pytorch;
+}
+
+// float32 NCHW against PyTorch's native depthwise kernels: 0.555 of PyTorch's time over the zoo, the faster
+// of both 0.554.
+Impl float_nchw(DepthwisePass pass, const Features& f) {
+  bool ours = true;
+  switch (pass) {
+    case DepthwisePass::forward:
+      if (f.C <= 8) {
+        ours = true;
+      } else if (f.H <= 7) {
+        ours = f.k <= 5;
+      } else {
+        ours = f.s <= 1;
+      }
+      break;
+    case DepthwisePass::input_grad:
+      ours = f.C <= 10 || f.s <= 1;
+      break;
+    case DepthwisePass::weight_grad:
+      if (f.C <= 10) {
+        ours = true;
+      } else if (f.s <= 1) {
+        ours = !f.band;
+      } else {
+        ours = f.k <= 5;
+      }
+      break;
+  }
+  return ours ? Impl::customops : Impl::pytorch;
+}
+
+}  // namespace
+
+DepthwiseCase depthwise_case(DepthwisePass pass, const DepthwisePlan& p, bool bias) {
+  return {pass, p.s.N, p.s.C, p.s.H, p.s.W, p.m, p.w.kh, p.w.kw, p.w.sh, p.w.sw, p.w.dh, p.w.dw, p.w.ph,
+          p.w.pw, p.s.out_h, p.s.out_w, p.x.scalar_type(), p.channels_last, bias};
+}
+
+bool depthwise_has_choice(const DepthwiseCase& c) {
+  return c.N > 0 && c.out_h > 0 && c.out_w > 0;
+}
+
+Impl depthwise_rule(const DepthwiseCase& c) {
+  if (!depthwise_has_choice(c) || c.m != 1 || c.dh != 1 || c.dw != 1) return Impl::customops;
+  if (is_half(c.dtype) && c.channels_last) return half_channels_last(c.pass, features(c));
+  if (c.dtype == at::kFloat && !c.channels_last) return float_nchw(c.pass, features(c));
+  return Impl::customops;  // not measured: 16-bit NCHW, float32 channels_last
+}
+
+std::string depthwise_key(const DepthwiseCase& c, int device) {
+  std::ostringstream key;
+  key << "depthwise_conv2d/" << pass_name(c.pass) << "/dev" << device << '/' << c.dtype << (c.channels_last ? "/cl/" : "/nchw/")
+      << c.N << 'x' << c.C << 'x' << c.H << 'x' << c.W << "/k" << c.kh << 'x' << c.kw << "/s" << c.sh << 'x' << c.sw
+      << "/p" << c.ph << 'x' << c.pw << "/d" << c.dh << 'x' << c.dw << "/o" << c.out_h << 'x' << c.out_w << (c.bias ? "/bias" : "");
+  return key.str();
+}
+
+const char* pass_name(DepthwisePass pass) {
+  switch (pass) {
+    case DepthwisePass::forward: return "forward";
+    case DepthwisePass::input_grad: return "input_grad";
+    default: return "weight_grad";
+  }
+}
+
+}  // namespace customops::conv

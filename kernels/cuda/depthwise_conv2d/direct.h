@@ -1,0 +1,21 @@
+// customops' own depthwise kernels, behind the per-pass choice of choice.cu.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <array>
+
+#include "kernels/conv2d.h"
+
+namespace customops::cuda::depthwise {
+
+// The window's values must fit the kernels' int coordinates.
+void check_int_window(const char* op, const conv::DepthwisePlan& p, at::IntArrayRef stride, at::IntArrayRef padding,
+                      at::IntArrayRef dilation);
+
+// A plan made without its output: allocates it and runs the forward kernels.
+at::Tensor forward(conv::DepthwisePlan& p);
+
+conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& weight, std::array<bool, 3> output_mask);
+
+}  // namespace customops::cuda::depthwise

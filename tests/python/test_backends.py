@@ -1,0 +1,166 @@
+"""customops.backends: the per-pass choice between customops' CUDA kernels and PyTorch's (the generic
+test_ops.py runs every sample through each choice)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import customops
+from conftest import cuda_kernel_names, requires_cuda
+
+BF16_CL = dict(dtype=torch.bfloat16, channels_last=True)
+
+
+def test_policies_and_their_errors():
+    assert "depthwise_conv2d" in customops.backends.ops()
+    assert customops.backends.get("depthwise_conv2d") == "auto"
+    with customops.backends.use("depthwise_conv2d", "pytorch"):
+        assert customops.backends.get("depthwise_conv2d") == "pytorch"
+        with customops.backends.use("depthwise_conv2d", "customops"):
+            assert customops.backends.get("depthwise_conv2d") == "customops"
+        assert customops.backends.get("depthwise_conv2d") == "pytorch"
+    assert customops.backends.get("depthwise_conv2d") == "auto"
+    with pytest.raises(RuntimeError, match="'auto', 'customops' or 'pytorch', got 'cudnn'"):
+        customops.backends.set("depthwise_conv2d", "cudnn")
+    with pytest.raises(RuntimeError, match="no choice of implementation for op 'quick_gelu'.*depthwise_conv2d"):
+        customops.backends.set("quick_gelu", "pytorch")
+    assert customops.backends.get("depthwise_conv2d") == "auto"
+
+
+@pytest.mark.parametrize("case,expected", [
+    # Measured (docs/performance/depthwise_choice.md): cuDNN's NHWC kernels win the stride-2 5x5 forward
+    # (ours 1.19-1.28x theirs), customops the 7x7 forward and input gradient and the 1x9 / 9x1 bands.
+    (dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 5, 5), stride=2, padding=2, **BF16_CL),
+     dict(forward="pytorch")),
+    (dict(input_size=(128, 40, 56, 56), weight_size=(40, 1, 7, 7), padding=3, bias=True, **BF16_CL),
+     dict(forward="customops", input_grad="customops")),
+    (dict(input_size=(128, 40, 14, 14), weight_size=(40, 1, 1, 9), padding=(0, 4), bias=True, **BF16_CL),
+     dict(forward="customops", input_grad="customops", weight_grad="customops")),
+    # float32 NCHW: PyTorch's native kernels win the stride-2 input gradient (ours 1.6x theirs), customops
+    # every pass of the stride-1 3x3 (0.19-0.63x).
+    (dict(input_size=(128, 72, 56, 56), weight_size=(72, 1, 5, 5), stride=2, padding=2, dtype=torch.float32),
+     dict(input_grad="pytorch")),
+    (dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 3, 3), padding=1, dtype=torch.float32),
+     dict(forward="customops", input_grad="customops", weight_grad="customops")),
+    # Never measured, so customops': a channel multiplier, float64, dilation.
+    (dict(input_size=(8, 16, 56, 56), weight_size=(32, 1, 5, 5), stride=2, padding=2, **BF16_CL),
+     dict(forward="customops", input_grad="customops", weight_grad="customops")),
+    (dict(input_size=(8, 16, 56, 56), weight_size=(16, 1, 5, 5), stride=2, padding=2, dtype=torch.float64),
+     dict(forward="customops", input_grad="customops", weight_grad="customops")),
+    (dict(input_size=(8, 16, 56, 56), weight_size=(16, 1, 5, 5), stride=2, padding=4, dilation=2, **BF16_CL),
+     dict(forward="customops", input_grad="customops", weight_grad="customops")),
+])
+def test_rule_picks(case, expected):
+    picks = customops.backends.depthwise_conv2d_rule(**case)
+    assert set(picks) == {"forward", "input_grad", "weight_grad"}
+    assert {p: picks[p] for p in expected} == expected
+
+
+def test_rule_checks_its_arguments_as_the_op():
+    with pytest.raises(RuntimeError, match="depthwise_conv2d: expected weight to be a 4-D"):
+        customops.backends.depthwise_conv2d_rule((1, 8, 9, 9), (8, 3, 3), torch.float32)
+
+
+def test_convert_reports_what_each_layer_runs():
+    model = nn.Sequential(nn.Conv2d(144, 144, 5, 2, 2, groups=144, bias=False),
+                          nn.Conv2d(144, 144, 7, 1, 3, groups=144), nn.ReLU())
+    model = model.to(torch.bfloat16).to(memory_format=torch.channels_last)
+    x = torch.randn(2, 144, 56, 56, dtype=torch.bfloat16).to(memory_format=torch.channels_last)
+    converted, report = customops.convert(model, example_input=x, return_report=True)
+    assert set(report.backends) == {"0", "1"}
+    for name, (conv, args) in {"0": (model[0], (x,)), "1": (model[1], (model[0](x),))}.items():
+        rule = customops.backends.depthwise_conv2d_rule(args[0].shape, conv.weight.shape, torch.bfloat16, True,
+                                                        conv.bias is not None, conv.stride, conv.padding)
+        if torch.backends.cudnn.benchmark:
+            assert all(v.startswith("timed") for v in report.backends[name].values())
+        else:
+            assert report.backends[name] == rule
+    assert "on CUDA 0: forward " in str(report)
+    with customops.backends.use("depthwise_conv2d", "pytorch"):
+        _, report = customops.convert(model, example_input=x, return_report=True)
+    assert set(report.backends["1"].values()) == {"pytorch"}
+
+
+def _layer(c=144, k=5, stride=2, bias=True, dtype=torch.bfloat16, batch=4, size=28):
+    x = torch.randn(batch, c, size, size, device="cuda", dtype=dtype).to(memory_format=torch.channels_last)
+    w = torch.randn(c, 1, k, k, device="cuda", dtype=dtype)
+    b = torch.randn(c, device="cuda", dtype=dtype) if bias else None
+    return x.requires_grad_(), w.requires_grad_(), b, dict(stride=stride, padding=k // 2)
+
+
+def _step(x, w, b, kw):
+    y = customops.depthwise_conv2d(x, w, b, **kw)
+    y.backward(torch.ones_like(y))
+
+
+@requires_cuda
+def test_policy_decides_which_kernels_run():
+    x, w, b, kw = _layer()
+    with customops.backends.use("depthwise_conv2d", "customops"):
+        ours = cuda_kernel_names(lambda: _step(x, w, b, kw))
+    with customops.backends.use("depthwise_conv2d", "pytorch"):
+        theirs = cuda_kernel_names(lambda: _step(x, w, b, kw))
+    assert any("customops" in n for n in ours), ours
+    assert not any("customops" in n for n in theirs), theirs
+
+
+@requires_cuda
+def test_benchmark_mode_times_each_shape_once_and_never_under_determinism():
+    x, w, b, kw = _layer(c=96, k=3)
+    customops.backends.clear_timed()
+    benchmark = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = True
+        _step(x, w, b, kw)
+        timed = customops.backends.timed()
+        assert sorted(k.split("/")[1] for k in timed) == ["forward", "input_grad", "weight_grad"], timed
+        assert set(timed.values()) <= {"customops", "pytorch"}
+        _step(x, w, b, kw)
+        assert customops.backends.timed() == timed
+        customops.backends.clear_timed()
+        torch.use_deterministic_algorithms(True)
+        grads = []
+        for _ in range(2):
+            w.grad = None
+            _step(x, w, b, kw)
+            grads.append(w.grad.clone())
+        assert customops.backends.timed() == {}
+        assert torch.equal(grads[0], grads[1])
+    finally:
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.benchmark = benchmark
+        customops.backends.clear_timed()
+
+
+@requires_cuda
+def test_graph_capture_times_nothing_and_replays_the_choice():
+    # As for PyTorch's convolutions in benchmark mode, a shape is timed in the warm-up before capture; one that
+    # was not (here a 7x7 layer, which the rule gives to customops) takes the rule's choice, untimed.
+    x, w, b, kw = _layer(c=64, k=3)
+    x7, w7, b7, kw7 = _layer(c=40, k=7, stride=1, size=56)
+    args = [(t.detach(), u.detach(), v, k) for t, u, v, k in ((x, w, b, kw), (x7, w7, b7, kw7))]
+    customops.backends.clear_timed()
+    benchmark = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = True
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            customops.depthwise_conv2d(args[0][0], args[0][1], args[0][2], **args[0][3])
+        torch.cuda.current_stream().wait_stream(stream)
+        timed = customops.backends.timed()
+        assert len(timed) == 1, timed
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            ys = [customops.depthwise_conv2d(t, u, v, **k) for t, u, v, k in args]
+        graph.replay()
+        torch.cuda.synchronize()
+        assert customops.backends.timed() == timed
+        for y, (t, u, v, k) in zip(ys, args):
+            expected = nn.functional.conv2d(t.float(), u.float(), v.float(), groups=t.shape[1], **k)
+            torch.testing.assert_close(y.float(), expected, rtol=2e-2, atol=1e-1)
+    finally:
+        torch.backends.cudnn.benchmark = benchmark
+        customops.backends.clear_timed()
