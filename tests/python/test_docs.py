@@ -40,7 +40,7 @@ BROWSER_PAGES = [
     "performance/cpu.html",
 ]
 # Pages whose every image must be a plot that renders (and that must have one).
-PLOT_PAGES = ["performance/ops_cuda.html", "performance/models.html", "performance/cpu.html"]
+PLOT_PAGES = ["performance/ops_cuda.html", "performance/models.html", "performance/zoo.html", "performance/cpu.html"]
 
 
 def _missing_docs_packages() -> list[str]:

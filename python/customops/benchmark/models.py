@@ -263,8 +263,9 @@ def infer_step(model: nn.Module, x: Tensor, config: Config) -> Callable[[], None
     return step
 
 
-def interleaved_ms(steps: list[Callable[[], object]], device: torch.device, warmup: int, repeats: int) -> list[float]:
-    """Median ms of each step, timed one call at a time in ABBA order so that drift hits them alike."""
+def interleaved_times(steps: list[Callable[[], object]], device: torch.device, warmup: int,
+                      repeats: int) -> list[list[float]]:
+    """ms of each call of each step, timed one call at a time in ABBA order so that drift hits them alike."""
     for step in steps:
         for _ in range(warmup):
             step()
@@ -273,7 +274,12 @@ def interleaved_ms(steps: list[Callable[[], object]], device: torch.device, warm
         order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
         for i in order:
             times[i].append(median_ms(steps[i], device, warmup=0, repeats=1))
-    return [statistics.median(t) for t in times]
+    return times
+
+
+def interleaved_ms(steps: list[Callable[[], object]], device: torch.device, warmup: int, repeats: int) -> list[float]:
+    """Median ms of each step (interleaved_times)."""
+    return [statistics.median(t) for t in interleaved_times(steps, device, warmup, repeats)]
 
 
 def relative_difference(value: Tensor, reference: Tensor) -> float:
@@ -643,6 +649,11 @@ def main(argv: list[str] | None = None) -> int:
             f.write(markdown(rows, preamble))
     if args.plot:
         plot(rows, args.plot, title)
+    return exit_code(rows)
+
+
+def exit_code(rows: list) -> int:
+    """1, with a line on stderr, where a row failed its check."""
     failed = [r for r in rows if not r.ok]
     if failed:
         print(f"{len(failed)} of {len(rows)} rows failed their check", file=sys.stderr)

@@ -1,0 +1,324 @@
+"""python -m customops.benchmark.zoo: timm models, original against customops.convert's, in one run.
+
+    python -m customops.benchmark.zoo [--models efficientnet_b0,...] [--configs bf16-channels_last,float32-nchw]
+        [--batch N] [--repeats N] [--no-compile] [--check-only] [--quick] [--markdown F.md] [--plot F.png]
+
+The zoo: models of the timm families people train with depthwise convolutions (EfficientNet, MobileNet v3/v4,
+ConvNeXt v2, InceptionNeXt, MixNet, LCNet, EdgeNeXt, MobileViT v2, GhostNet, EfficientViT, TinyNet) and one
+segmentation-style model with bilinear resizes (a timm MobileNet v3 backbone under a feature-pyramid decoder),
+random weights (pip install 'customops[benchmark]': timm). For each model and configuration it converts the
+model (customops.convert), checks the converted model's outputs and gradients against the original's (the
+check of customops.benchmark.models, before timing), then times a training step (zero_grad + forward + loss +
+backward) of both: eager (wall clock: the host's time counts), replayed as a CUDA graph (the GPU's time alone)
+and torch.compile'd, in interleaved rounds; converted / original is the median of the rounds' ratios with the
+spread of the middle half. Per step it also gives the GPU kernel time and the number of kernels launched (one
+profiled eager step) and the host's time to issue one step. --check-only runs the check alone (the CPU test
+does, on small inputs). The depthwise layers' passes, one by one: python -m customops.benchmark.depthwise_choice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import math
+import statistics
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import Tensor, nn
+
+import customops
+
+from . import models as bench
+from .report import columns, markdown_table
+
+# timm names; the families of the issue's first five and others of the same kind.
+TIMM_MODELS = (
+    "efficientnet_b0", "mobilenetv3_large_100", "mobilenetv4_conv_small", "convnextv2_atto", "inception_next_atto",
+    "mixnet_s", "tf_efficientnet_lite0", "lcnet_100", "edgenext_xx_small", "mobilevitv2_050", "ghostnet_100",
+    "efficientvit_b0", "repghostnet_100", "tinynet_a",
+)
+SEGMENTATION = "fpn_mobilenetv3"  # timm backbone + feature-pyramid decoder with bilinear nn.Upsample layers
+ZOO = (*TIMM_MODELS, SEGMENTATION)
+CONFIGS = ("bf16-channels_last", "float32-nchw")
+
+
+def _timm():
+    try:
+        import timm
+    except ImportError as e:
+        raise RuntimeError("the model zoo needs timm: pip install 'customops[benchmark]'") from e
+    return timm
+
+
+class FeaturePyramidSegmenter(nn.Module):
+    """A segmentation-style model: a timm backbone's features at strides 4-32, merged top-down (1x1 lateral
+    convolutions, 2x bilinear upsampling), a 3x3 head, and a 4x bilinear upsampling to the input's size."""
+
+    def __init__(self, backbone: str = "mobilenetv3_large_100", width: int = 64, classes: int = 21) -> None:
+        super().__init__()
+        self.backbone = _timm().create_model(backbone, pretrained=False, features_only=True, out_indices=(1, 2, 3, 4))
+        self.lateral = nn.ModuleList(nn.Conv2d(c, width, 1) for c in self.backbone.feature_info.channels())
+        self.up = nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False)
+        self.head = nn.Sequential(nn.Conv2d(width, width, 3, padding=1, bias=False), nn.BatchNorm2d(width),
+                                  nn.ReLU(inplace=True), nn.Conv2d(width, classes, 1))
+        self.out = nn.Upsample(scale_factor=4, mode="bilinear", align_corners=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        features = self.backbone(x)
+        merged = self.lateral[-1](features[-1])
+        for lateral, feature in zip(reversed(self.lateral[:-1]), reversed(features[:-1])):
+            merged = self.up(merged) + lateral(feature)
+        return self.out(self.head(merged))
+
+
+def build(name: str) -> nn.Module:
+    torch.manual_seed(0)
+    if name == SEGMENTATION:
+        return FeaturePyramidSegmenter()
+    return _timm().create_model(name, pretrained=False)
+
+
+def depthwise_layers(model: nn.Module, x: Tensor) -> list[tuple]:
+    """(channels, height, width, kernel, stride, padding, dilation, bias) of each depthwise nn.Conv2d a forward
+    of `x` runs, in order (a layer run twice counts twice)."""
+    seen: list[tuple] = []
+
+    def hook(module, args):
+        h, w = args[0].shape[-2:]
+        seen.append((module.in_channels, h, w, module.kernel_size, module.stride, module.padding, module.dilation,
+                     module.bias is not None))
+
+    handles = [m.register_forward_pre_hook(hook) for m in model.modules()
+               if isinstance(m, nn.Conv2d) and m.groups == m.in_channels == m.out_channels and m.groups > 1]
+    try:
+        with torch.no_grad():
+            model.eval()(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return seen
+
+
+@dataclass
+class Spread:
+    ratio: float = math.nan  # median of the rounds' converted / original
+    low: float = math.nan  # the middle half of the rounds' ratios
+    high: float = math.nan
+    ms: tuple[float, float] = (math.nan, math.nan)  # median ms, original and converted
+
+    def cell(self) -> str:
+        return "—" if self.ratio != self.ratio else f"{self.ratio:.3f} ({self.low:.2f}-{self.high:.2f})"
+
+
+@dataclass
+class ZooRow:
+    model: str
+    config: str
+    batch: int
+    swapped: str = ""
+    eager: Spread = field(default_factory=Spread)
+    graphed: Spread = field(default_factory=Spread)
+    compiled: Spread = field(default_factory=Spread)
+    kernel_ms: tuple[float, float] = (math.nan, math.nan)  # GPU kernel time of one eager step
+    launches: tuple[int, int] = (0, 0)  # kernels launched by one eager step
+    host_ms: tuple[float, float] = (math.nan, math.nan)  # the host's time to issue one eager step
+    check: str = ""
+    ok: bool = False
+
+    def cells(self) -> tuple[str, ...]:
+        def pair(v, fmt="{:.2f}"):
+            return "—" if v[0] != v[0] or (isinstance(v[0], int) and v[0] == 0) else " / ".join(fmt.format(x) for x in v)
+
+        return (self.model, self.config, str(self.batch), self.swapped, self.eager.cell(), self.graphed.cell(),
+                self.compiled.cell(), pair(self.eager.ms), pair(self.kernel_ms), pair(self.launches, "{}"),
+                pair(self.host_ms), self.check)
+
+
+HEADER = ("model", "config", "batch", "swapped", "eager conv/orig", "graphed conv/orig", "compiled conv/orig",
+          "eager ms orig / conv", "kernel ms orig / conv", "launches orig / conv", "host ms orig / conv", "check")
+
+
+def interleaved(steps: list[Callable[[], object]], device: torch.device, warmup: int, repeats: int) -> Spread:
+    times = bench.interleaved_times(steps, device, warmup, repeats)
+    ratios = sorted(c / o for o, c in zip(*times))
+    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+    return Spread(statistics.median(ratios), q[0], q[2], tuple(statistics.median(t) for t in times))
+
+
+def kernel_profile(step: Callable[[], None], device: torch.device) -> tuple[float, int]:
+    """GPU kernel time (ms) and kernel count of one call of step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        step()
+        torch.cuda.synchronize(device)
+    kernels = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA
+               and not e.name.startswith(("Memcpy", "Memset"))]
+    return sum(e.time_range.elapsed_us() for e in kernels) / 1e3, len(kernels)
+
+
+def host_ms(step: Callable[[], None], device: torch.device, repeats: int) -> float:
+    """The host's time to issue one step, the GPU idle at its start (no synchronization inside the step)."""
+    times = []
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        start = time.perf_counter()
+        step()
+        times.append((time.perf_counter() - start) * 1e3)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return statistics.median(times)
+
+
+def run(name: str, config_name: str, device: torch.device, batch: int, size: int, warmup: int, repeats: int,
+        compiled: bool, check_only: bool) -> ZooRow:
+    config = bench.CONFIGS[config_name]
+    row = ZooRow(name, config_name, batch)
+    pristine = build(name)
+    original, converted, report, x = bench.model_pair(pristine, config, (batch, 3, size, size), device)
+    swapped = [n for n, _, _ in report.swapped]
+    row.swapped = bench.swapped_summary(report)
+    row.check, row.ok = bench.check(original, converted, swapped, x, config)
+    if not swapped:
+        row.check, row.ok = "FAIL nothing swapped; " + row.check, False
+    if check_only:
+        return row
+    steps = [bench.train_step(m, x, config) for m in (original, converted)]
+    row.eager = interleaved(steps, device, warmup, repeats)
+    row.host_ms = tuple(host_ms(s, device, repeats) for s in steps)
+    if device.type == "cuda":
+        profiled = [kernel_profile(s, device) for s in steps]
+        row.kernel_ms = (profiled[0][0], profiled[1][0])
+        row.launches = (profiled[0][1], profiled[1][1])
+        try:
+            graphs = [bench.graphed(bench.train_step(m, x, config, autocast_cache=False), device)
+                      for m in (original, converted)]
+            row.graphed = interleaved([g.replay for g in graphs], device, warmup, repeats)
+            del graphs
+        except RuntimeError as e:  # the original model too: e.g. a host-to-device copy in its forward
+            row.check += f"; not capturable as a CUDA graph ({str(e).splitlines()[0][:60]}...)"
+            torch.cuda.synchronize(device)
+        for m in (original, converted):
+            m.zero_grad(set_to_none=True)
+    if compiled:
+        torch._dynamo.reset()
+        models = (torch.compile(original), torch.compile(converted))
+        text, ok, _ = bench.compiled_check(original, converted, models, swapped, x, config)
+        row.compiled = interleaved([bench.train_step(m, x, config) for m in models], device, warmup, repeats)
+        row.check, row.ok = f"{row.check}; compiled {text}", row.ok and ok
+        torch._dynamo.reset()
+    return row
+
+
+def geomean(values: list[float]) -> float:
+    values = [v for v in values if v == v]
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else math.nan
+
+
+def summary(rows: list[ZooRow]) -> list[tuple[str, ...]]:
+    out = []
+    for config in sorted({r.config for r in rows}):
+        mine = [r for r in rows if r.config == config]
+        out.append((f"geomean {config}", "", "", "", *(f"{geomean([getattr(r, k).ratio for r in mine]):.3f}"
+                                                      for k in ("eager", "graphed", "compiled")),
+                    "", "", "", "", ""))
+    return out
+
+
+def plot(rows: list[ZooRow], path: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    configs = sorted({r.config for r in rows})
+    fig, axes = plt.subplots(len(configs), 1, figsize=(12, 4 * len(configs)), squeeze=False)
+    for ax, config in zip(axes[:, 0], configs):
+        mine = [r for r in rows if r.config == config]
+        xs = range(len(mine))
+        for i, (kind, offset) in enumerate((("eager", -0.27), ("graphed", 0.0), ("compiled", 0.27))):
+            spreads = [getattr(r, kind) for r in mine]
+            ax.bar([x + offset for x in xs], [s.ratio for s in spreads], 0.27, label=kind,
+                   yerr=[[max(0.0, s.ratio - s.low) if s.ratio == s.ratio else 0 for s in spreads],
+                         [max(0.0, s.high - s.ratio) if s.ratio == s.ratio else 0 for s in spreads]], capsize=2)
+        ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_xticks(list(xs), [r.model for r in mine], fontsize=7, rotation=30, ha="right")
+        ax.set_ylabel("converted / original")
+        ax.set_title(f"{title}: {config}", fontsize=9)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m customops.benchmark.zoo", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--models", default=",".join(ZOO), help="comma-separated, of: " + ", ".join(ZOO))
+    p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, of: " + ", ".join(CONFIGS))
+    p.add_argument("--batch", type=int, help="default 128 on CUDA, 2 on CPU or with --quick")
+    p.add_argument("--size", type=int, help="input height and width (default 224, 64 with --quick)")
+    p.add_argument("--quick", action="store_true", help="batch 2 at 64x64 (a smoke test, not a measurement)")
+    p.add_argument("--repeats", type=int, default=10, help="interleaved rounds per timing (default 10)")
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile'd steps")
+    p.add_argument("--check-only", action="store_true", help="only check each converted model, time nothing")
+    p.add_argument("--markdown", help="write the table as Markdown to this file")
+    p.add_argument("--plot", help="write a PNG bar plot of the ratios to this file")
+    args = p.parse_args(argv)
+
+    device = torch.device(args.device)
+    names = bench._names(args.models, dict.fromkeys(ZOO), "model")
+    configs = bench._names(args.configs, dict.fromkeys(CONFIGS), "config")
+    small = args.quick or device.type == "cpu"
+    batch = args.batch or (2 if small else 128)
+    size = args.size or (64 if small else 224)
+    title = f"{bench.device_name(device)}, torch {torch.__version__}, timm {_timm().__version__}"
+    print(f"device: {title}; cudnn.benchmark {torch.backends.cudnn.benchmark}", flush=True)
+    rows: list[ZooRow] = []
+    for name in names:
+        for config in configs:
+            try:
+                row = run(name, config, device, batch, size, args.warmup, args.repeats,
+                          compiled=not args.no_compile and not args.check_only, check_only=args.check_only)
+            except Exception as e:  # noqa: BLE001  (one broken model must not hide the others)
+                traceback.print_exc()
+                row = ZooRow(name, config, batch, check=f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:150]}")
+            rows.append(row)
+            print(columns([HEADER, row.cells()]).splitlines()[1], flush=True)
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    table = [r.cells() for r in rows] + ([] if args.check_only else summary(rows))
+    print()
+    print(columns([HEADER] + table))
+    command = "python -m customops.benchmark.zoo " + " ".join(sys.argv[1:] if argv is None else argv)
+    if args.markdown:
+        now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+        preamble = (
+            f"Measured on {title}, customops {customops.__version__}, {now}.\n\nCommand: `{command}`.\n\n"
+            f"Input {batch}x3x{size}x{size}. A training step: zero_grad, forward, loss (mean of the squared output, "
+            "float32), backward, no optimizer; bf16: autocast around the forward. Ratios: converted / original, "
+            f"the median of {args.repeats} interleaved rounds' ratios and (in brackets) the middle half of them, after "
+            f"{args.warmup} warm-up steps; below 1 the converted model is faster. eager: wall clock per step; graphed: "
+            "the step captured as a CUDA graph and replayed (GPU time alone); compiled: torch.compile (default mode). "
+            "kernel ms and launches: one profiled eager step; host ms: the host's time to issue one eager step with the "
+            f"GPU idle at its start. cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
+            f"depthwise_conv2d {customops.backends.get('depthwise_conv2d')}). Check: customops.benchmark.models' "
+            "(outputs and gradients against the original's, each against float64).")
+        with open(args.markdown, "w") as f:
+            f.write(markdown_table(preamble, HEADER, table))
+    if args.plot and not args.check_only:
+        plot(rows, args.plot, title)
+    return bench.exit_code(rows)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

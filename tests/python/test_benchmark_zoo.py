@@ -1,0 +1,27 @@
+"""The model zoo benchmark's check on CPU, small inputs: every zoo model converts and its outputs and
+gradients match the original's (customops.benchmark.zoo --check-only)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytest.importorskip("timm")
+
+from customops.benchmark import zoo  # noqa: E402
+
+
+def test_every_zoo_model_converts_and_matches_the_original(capsys):
+    assert zoo.main(["--device", "cpu", "--check-only", "--configs", "float32-nchw"]) == 0
+    out = capsys.readouterr().out
+    for name in zoo.ZOO:
+        assert name in out
+    assert "Upsample -> UpsampleBilinear2d" in out  # the segmentation-style model's resizes are converted
+
+
+def test_depthwise_layers_are_found_in_forward_order():
+    model = torch.nn.Sequential(torch.nn.Conv2d(8, 8, 3, 2, 1, groups=8), torch.nn.Conv2d(8, 16, 1),
+                                torch.nn.Conv2d(16, 16, (1, 7), 1, (0, 3), groups=16, bias=False))
+    layers = zoo.depthwise_layers(model, torch.randn(1, 8, 10, 10))
+    assert layers == [(8, 10, 10, (3, 3), (2, 2), (1, 1), (1, 1), True),
+                      (16, 5, 5, (1, 7), (1, 1), (0, 3), (1, 1), False)]
