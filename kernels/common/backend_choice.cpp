@@ -83,11 +83,6 @@ void TunedChoices::clear() {
   choices_.clear();
 }
 
-size_t TunedChoices::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return choices_.size();
-}
-
 std::vector<std::string> TunedChoices::entries() const {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<std::string> out;

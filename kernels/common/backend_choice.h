@@ -33,7 +33,6 @@ class TunedChoices {
   std::optional<Impl> find(const std::string& key) const;
   void remember(const std::string& key, Impl impl);
   void clear();
-  size_t size() const;
   std::vector<std::string> entries() const;  // "key=impl", sorted
 
  private:

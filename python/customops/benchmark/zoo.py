@@ -37,7 +37,7 @@ import customops
 from . import models as bench
 from .report import columns, markdown_table
 
-# timm names; the families of the first five and others of the same kind.
+# timm names: EfficientNet, MobileNet v3/v4, ConvNeXt v2, InceptionNeXt and others of the same kind.
 TIMM_MODELS = (
     "efficientnet_b0", "mobilenetv3_large_100", "mobilenetv4_conv_small", "convnextv2_atto", "inception_next_atto",
     "mixnet_s", "tf_efficientnet_lite0", "lcnet_100", "edgenext_xx_small", "mobilevitv2_050", "ghostnet_100",
