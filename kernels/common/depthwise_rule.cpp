@@ -3,7 +3,10 @@
 // `python -m customops.benchmark.depthwise_choice` (every depthwise shape of the model zoo, batch 128, each
 // pass of both implementations timed back to back; docs/performance/depthwise_choice.md has the table, the
 // command and the machine; cudnn.benchmark off, PyTorch's default). Shapes no measurement covers (a channel
-// multiplier, dilation, float64, 16-bit NCHW, float32 channels_last) run customops' kernels.
+// multiplier, dilation, float64, 16-bit NCHW, float32 channels_last) run customops' kernels, and so do the
+// 16-bit channels_last ones while cuDNN is off (torch.backends.cudnn.enabled = False): the rule measured
+// cuDNN's NHWC kernels there, and PyTorch's fallback without cuDNN copies to NCHW.
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 
 #include <algorithm>
@@ -108,7 +111,9 @@ bool depthwise_has_choice(const DepthwiseCase& c) {
 
 Impl depthwise_rule(const DepthwiseCase& c) {
   if (!depthwise_has_choice(c) || c.m != 1 || c.dh != 1 || c.dw != 1) return Impl::customops;
-  if (is_half(c.dtype) && c.channels_last) return half_channels_last(c.pass, features(c));
+  if (is_half(c.dtype) && c.channels_last) {
+    return at::globalContext().userEnabledCuDNN() ? half_channels_last(c.pass, features(c)) : Impl::customops;
+  }
   if (c.dtype == at::kFloat && !c.channels_last) return float_nchw(c.pass, features(c));
   return Impl::customops;  // not measured: 16-bit NCHW, float32 channels_last
 }

@@ -116,6 +116,9 @@ class _Conv(nn.Module):
             bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
             nn.init.uniform_(self.bias, -bound, bound)
 
+    # forward calls the op itself, not the functional wrapper: the constructor checked and normalised the window
+    # (stride, symmetric padding, dilation), and the op checks the tensors; the wrapper's argument checks would cost
+    # every call microseconds of host time that an eager training step, often host-bound, pays per layer.
     def _pad(self, input: Tensor) -> Tensor:
         if self._needs_pre_pad:
             return torch.nn.functional.pad(input, self._pre_pad, mode=self._pre_pad_mode)
@@ -144,8 +147,8 @@ class Conv2d(_Conv):
                          padding_mode, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.conv2d(self._pad(input), self.weight, self.bias, self.stride, self._conv_padding, self.dilation,
-                        self.groups)
+        return torch.ops.customops.conv2d(self._pad(input), self.weight, self.bias, self.stride, self._conv_padding,
+                                          self.dilation, self.groups)
 
 
 class DepthwiseConv2d(_Conv):
@@ -161,8 +164,8 @@ class DepthwiseConv2d(_Conv):
                          padding_mode, device, dtype)
 
     def forward(self, input: Tensor) -> Tensor:
-        return F.depthwise_conv2d(self._pad(input), self.weight, self.bias, self.stride, self._conv_padding,
-                                  self.dilation)
+        return torch.ops.customops.depthwise_conv2d(self._pad(input), self.weight, self.bias, self.stride,
+                                                    self._conv_padding, self.dilation)
 
 
 class UpsampleBilinear2d(nn.Module):

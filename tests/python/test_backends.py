@@ -58,6 +58,15 @@ def test_rule_picks(case, expected):
     assert {p: picks[p] for p in expected} == expected
 
 
+def test_rule_keeps_16_bit_channels_last_without_cudnn():
+    # The rule measured cuDNN's NHWC kernels; without cuDNN PyTorch's depthwise kernels are another matter.
+    case = dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 5, 5), stride=2, padding=2, **BF16_CL)
+    assert customops.backends.depthwise_conv2d_rule(**case)["forward"] == "pytorch"
+    with torch.backends.cudnn.flags(enabled=False):
+        assert set(customops.backends.depthwise_conv2d_rule(**case).values()) == {"customops"}
+    assert customops.backends.depthwise_conv2d_rule(**case)["forward"] == "pytorch"
+
+
 def test_rule_checks_its_arguments_as_the_op():
     with pytest.raises(RuntimeError, match="depthwise_conv2d: expected weight to be a 4-D"):
         customops.backends.depthwise_conv2d_rule((1, 8, 9, 9), (8, 3, 3), torch.float32)

@@ -25,3 +25,19 @@ def test_depthwise_layers_are_found_in_forward_order():
     layers = zoo.depthwise_layers(model, torch.randn(1, 8, 10, 10))
     assert layers == [(8, 10, 10, (3, 3), (2, 2), (1, 1), (1, 1), True),
                       (16, 5, 5, (1, 7), (1, 1), (0, 3), (1, 1), False)]
+
+
+def test_any_timm_model_by_name_and_unknown_names_refused():
+    assert zoo.model_names("efficientnet_b0,mnasnet_100") == ["efficientnet_b0", "mnasnet_100"]
+    with pytest.raises(SystemExit, match="unknown model: not_a_model"):
+        zoo.model_names("efficientnet_b0,not_a_model")
+
+
+def test_host_benchmark_runs_on_cpu(tmp_path, capsys):
+    from customops.benchmark import host
+
+    out = tmp_path / "host.md"
+    assert host.main(["--device", "cpu", "--calls", "2", "--rounds", "1", "--markdown", str(out)]) == 0
+    table = out.read_text()
+    assert "op alone us" in table
+    assert len([line for line in table.splitlines() if line.startswith("| ") and "us |" not in line]) == 8

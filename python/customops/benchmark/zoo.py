@@ -1,6 +1,6 @@
 """python -m customops.benchmark.zoo: timm models, original against customops.convert's, in one run.
 
-    python -m customops.benchmark.zoo [--models efficientnet_b0,...] [--configs bf16-channels_last,float32-nchw]
+    python -m customops.benchmark.zoo [--models efficientnet_b0,...|any timm model] [--configs bf16-channels_last,float32-nchw]
         [--batch N] [--repeats N] [--no-compile] [--check-only] [--quick] [--markdown F.md] [--plot F.png]
 
 The zoo: models of the timm families people train with depthwise convolutions (EfficientNet, MobileNet v3/v4,
@@ -82,6 +82,15 @@ def build(name: str) -> nn.Module:
     if name == SEGMENTATION:
         return FeaturePyramidSegmenter()
     return _timm().create_model(name, pretrained=False)
+
+
+def model_names(text: str) -> list[str]:
+    """The zoo's models and any other timm model by name (to try the conversion on models the zoo lacks)."""
+    names = [n for n in text.split(",") if n]
+    unknown = [n for n in names if n not in ZOO and not _timm().is_model(n)]
+    if unknown:
+        raise SystemExit(f"unknown model: {', '.join(unknown)} (the zoo's: {', '.join(ZOO)}, or any timm model)")
+    return names
 
 
 def depthwise_layers(model: nn.Module, x: Tensor) -> list[tuple]:
@@ -261,7 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m customops.benchmark.zoo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--models", default=",".join(ZOO), help="comma-separated, of: " + ", ".join(ZOO))
+    p.add_argument("--models", default=",".join(ZOO),
+                   help="comma-separated: the zoo's (" + ", ".join(ZOO) + ") or any other timm model's names")
     p.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated, of: " + ", ".join(CONFIGS))
     p.add_argument("--batch", type=int, help="default 128 on CUDA, 2 on CPU or with --quick")
     p.add_argument("--size", type=int, help="input height and width (default 224, 64 with --quick)")
@@ -275,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     device = torch.device(args.device)
-    names = bench._names(args.models, dict.fromkeys(ZOO), "model")
+    names = model_names(args.models)
     configs = bench._names(args.configs, dict.fromkeys(CONFIGS), "config")
     small = args.quick or device.type == "cpu"
     batch = args.batch or (2 if small else 128)
