@@ -2,8 +2,9 @@
 
 Build it with ``scripts/docs.sh`` (``python -m sphinx -W --keep-going -b html docs <out>``). The site documents
 the customops package that this interpreter imports: the API pages are generated from its docstrings
-(autodoc + napoleon) and the schema and dispatch-key tables from the loaded library (``_ext/customops_docs.py``),
-so the library must be built first (``scripts/install.sh`` or ``scripts/build.sh``).
+(autodoc + napoleon), the schema and dispatch-key tables from the loaded library (``_ext/customops_docs.py``) and
+the per-operator tables from what the package's modules declare (``_ext/customops_tables.py``), so the library
+must be built first (``scripts/install.sh`` or ``scripts/build.sh``).
 """
 
 from __future__ import annotations

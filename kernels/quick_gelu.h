@@ -1,4 +1,6 @@
+// scaffold: what the family computes |
 // quick_gelu family: y = x * sigmoid(1.702 x) and its gradient.
+// scaffold-end
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -13,23 +15,29 @@ namespace customops {
 
 namespace quick_gelu_math {
 
+// scaffold: the formulas' constants |
 constexpr double kAlpha = 1.702;  // rounded to each dtype where used
+// scaffold-end
 
-// x / (1 + exp(-a x)) rather than x * sigmoid(a x): for very negative x the
-// exponential overflows to inf and the quotient is -0, never inf * 0 = NaN.
 template <typename T>
 C10_HOST_DEVICE inline T forward(T x) {
+  // scaffold: the forward formula, in T (the kernels' opmath type) | return x;
+  // x / (1 + exp(-a x)) rather than x * sigmoid(a x): for very negative x the
+  // exponential overflows to inf and the quotient is -0, never inf * 0 = NaN.
   using std::exp;
   return x / (T(1) + exp(-T(kAlpha) * x));
+  // scaffold-end
 }
 
-// d/dx [x s(a x)] = s + a x s (1 - s), with s = sigmoid(a x). When s underflows
-// to 0 (x very negative) the second term is x * 0 = 0, not NaN.
 template <typename T>
 C10_HOST_DEVICE inline T backward(T grad, T x) {
+  // scaffold: the gradient, grad * f'(x) | return grad;
+  // d/dx [x s(a x)] = s + a x s (1 - s), with s = sigmoid(a x). When s underflows
+  // to 0 (x very negative) the second term is x * 0 = 0, not NaN.
   using std::exp;
   const T s = T(1) / (T(1) + exp(-T(kAlpha) * x));
   return grad * (s + T(kAlpha) * x * s * (T(1) - s));
+  // scaffold-end
 }
 
 } // namespace quick_gelu_math

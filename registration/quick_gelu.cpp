@@ -42,17 +42,18 @@ class QuickGeluBackwardFunction : public torch::autograd::Function<QuickGeluBack
     return customops::quick_gelu_backward(grad_out, x);
   }
 
-  // With s = sigmoid(a x): f'(x) = s (1 + a x (1 - s)) and
-  // f''(x) = a s (1 - s) (2 + a x (1 - 2 s)). Written in ATen ops so that higher
-  // derivatives keep working.
+  // Written in ATen ops so that higher derivatives keep working.
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
     const auto& grad_out = saved[0];
     const auto& x = saved[1];
     const auto& gg = grads[0];
+    // scaffold: f''(x) in ATen operations, for the double backward | const auto f2 = at::zeros_like(x);
+    // With s = sigmoid(a x): f'(x) = s (1 + a x (1 - s)) and f''(x) = a s (1 - s) (2 + a x (1 - 2 s)).
     const double a = quick_gelu_math::kAlpha;
     const auto s = at::sigmoid(x * a);
     const auto f2 = a * s * (1 - s) * (2 + a * x * (1 - 2 * s));
+    // scaffold-end
     return {customops::quick_gelu_backward(gg, x), gg * grad_out * f2};
   }
 };

@@ -4,8 +4,12 @@
     every ``torch.ops.customops`` operator: its schema (``torch.ops.customops.<op>.default._schema``) and tags.
 ``customops-dispatch-keys``
     which dispatch keys have a kernel for each operator.
+``customops-op-table <name>``
+    a per-operator table of the user guide and design pages, from what the package's modules declare
+    (``customops_tables.py`` says where each table's rows come from). Option ``:kept-why:`` (table ``compile``):
+    why the ops that Inductor does not decompose stay whole.
 
-Both read the dispatcher of this process, so the tables always match the library the site was built with
+The first two read the dispatcher of this process, so the tables always match the library the site was built with
 (its version and torch are stated under each table); nothing is copied by hand. ``conf.py`` has imported
 customops (and so loaded the library) before this module is used.
 """
@@ -13,8 +17,12 @@ customops (and so loaded the library) before this module is used.
 from __future__ import annotations
 
 from docutils import nodes
+from docutils.parsers.rst import directives
+from docutils.statemachine import StringList
 from sphinx.application import Sphinx
 from sphinx.util.docutils import SphinxDirective
+
+import customops_tables
 
 # The keys each family's registration file registers (registration/<family>.cpp), and the one customops.func
 # registers from Python for torch.func transforms.
@@ -114,7 +122,26 @@ class DispatchKeysDirective(SphinxDirective):
                 nodes.paragraph(text=_built_with())]
 
 
+class OpTableDirective(SphinxDirective):
+    """A per-operator table (``customops_tables.table``). Its cells are MyST Markdown (code, roles such as
+    {doc} and {func}), so the table is written as Markdown and parsed as part of the page: use it in .md pages."""
+
+    has_content = False
+    required_arguments = 1
+    option_spec = {"kept-why": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        for path in customops_tables.source_files(self.arguments[0]):
+            self.env.note_dependency(path)
+        options = {"kept_why": self.options["kept-why"]} if "kept-why" in self.options else {}
+        lines = customops_tables.table(self.arguments[0], **options).markdown()
+        parent = nodes.Element()
+        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]), self.content_offset, parent)
+        return parent.children
+
+
 def setup(app: Sphinx) -> dict:
     app.add_directive("customops-schemas", SchemasDirective)
     app.add_directive("customops-dispatch-keys", DispatchKeysDirective)
+    app.add_directive("customops-op-table", OpTableDirective)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -25,6 +25,17 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, torch.SymInt))
 
 
+def _overview(text: str):
+    """Attaches ``text``, the op's line in the operator table of the docs (docs/guide/ops.md, MyST Markdown), to
+    the function as ``overview``: the docs build reads it there, so a new op's line comes with its function."""
+
+    def attach(function):
+        function.overview = text
+        return function
+
+    return attach
+
+
 _NO_PADDING = object()
 
 
@@ -102,6 +113,7 @@ def _check_padded_fits(op: str, input: Tensor, extra: List[int]) -> None:
         raise RuntimeError(f"customops::{op}: input padded for padding='same' to sizes {sizes} overflows int64")
 
 
+@_overview("`x * sigmoid(1.702 x)` in one pass; finite for every finite `x`")
 def quick_gelu(x: Tensor) -> Tensor:
     r"""Sigmoid approximation of GELU: ``y = x * sigmoid(1.702 * x)``.
 
@@ -125,6 +137,8 @@ def quick_gelu(x: Tensor) -> Tensor:
     return torch.ops.customops.quick_gelu(x)
 
 
+@_overview("sliding-window columns, same result and layout as `F.unfold`; batched `(N, C, H, W)` or unbatched "
+           "`(C, H, W)`; its gradient is `col2im`")
 def im2col(
     input: Tensor,
     kernel_size: BroadcastingList2[int],
@@ -155,6 +169,7 @@ def im2col(
     )
 
 
+@_overview("sums columns into an image, as `F.fold`; deterministic (no atomics); its gradient is `im2col`")
 def col2im(
     input: Tensor,
     output_size: BroadcastingList2[int],
@@ -186,6 +201,8 @@ def col2im(
     )
 
 
+@_overview('`F.conv2d`, with its arguments (`padding` an int, a pair, `"same"` or `"valid"`; unbatched input); the '
+           "module takes `nn.Conv2d`'s, `padding_mode` included; algorithms: {doc}`/design/conv2d`")
 def conv2d(
     input: Tensor,
     weight: Tensor,
@@ -237,6 +254,8 @@ def conv2d(
     return torch.ops.customops.conv2d(input, weight, bias, strides, pads, dilations, int(groups))
 
 
+@_overview("`F.conv2d(..., groups=C)` for weights `(C*m, 1, kh, kw)`, any kernel size; direct kernels, no "
+           "im2col; deterministic weight gradient")
 def depthwise_conv2d(
     input: Tensor,
     weight: Tensor,
@@ -273,6 +292,11 @@ def depthwise_conv2d(
     return torch.ops.customops.depthwise_conv2d(input, weight, bias, strides, pads, dilations)
 
 
+@_overview("bilinear resize of `(N, C, H, W)` by any ratio, in the coordinate conventions of ONNX Resize: "
+           "`half_pixel` (= `F.interpolate(align_corners=False)`, TF2 `tf.image.resize`), `align_corners`, "
+           "and `asymmetric` (= TF1 `resize_bilinear`, which PyTorch lacks); also takes `F.interpolate`'s "
+           "keywords; a deterministic backward (gathers, no atomics), allowed under "
+           "`torch.use_deterministic_algorithms(True)`")
 def upsample_bilinear2d(
     input: Tensor,
     output_size: Optional[BroadcastingList2[int]] = None,
@@ -387,6 +411,8 @@ def _scale_is_ratio(input: Tensor, scales: List[float], out_size: List[int]) -> 
     return True
 
 
+@_overview("NeRF-style: feats `(N, 8, F)`, points `(N, 3)` in `[-1, 1]` → `(N, F)`; gradients for feats and "
+           "points, which may have different dtypes")
 def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:
     r"""NeRF-style trilinear interpolation of each point's 8 cube-corner features.
 

@@ -1,6 +1,8 @@
-"""Hypothesis strategies for the property tests (test_properties.py): random
-calls of every customops operator with the arguments its plain-PyTorch
-reference (op_db.py) takes, and the settings profiles they run under.
+"""Hypothesis strategies for the property tests (test_properties.py): what
+the random calls of every customops operator are made of (each op's own
+strategy, with the arguments its plain-PyTorch reference takes, is its
+OpInfo's ``cases`` in op_db), the cases of each CUDA kernel, and the settings
+profiles they run under.
 
 A drawn case holds tensor *recipes* (TensorSpec), not tensors: the same recipe
 builds the op's inputs in the case's dtype on the device under test and the
@@ -187,127 +189,9 @@ def _spatial(draw, k, d, pad_total, extra=6, least=1):
     return draw(st.integers(lo, lo + extra))
 
 
-# quick_gelu ---------------------------------------------------------------------------------------------------------
-
-
-@st.composite
-def quick_gelu_cases(draw, device):
-    ndim = draw(st.integers(0, 4))
-    if ndim == 1 and draw(st.booleans()):
-        shape = (draw(st.integers(0, 600)),)  # vector bodies and ragged tails
-    else:
-        shape = tuple(draw(st.integers(0, 7)) for _ in range(ndim))
-    scale = draw(st.sampled_from([4.0, 12.0, 100.0]))
-    x = draw(tensor_spec(shape, -scale, scale))
-    return Case("quick_gelu", (x,), {}, draw(_dtype(device)), grad_seed=draw(st.integers(0, 2**31 - 1)))
-
-
-# im2col / col2im ----------------------------------------------------------------------------------------------------
-
-
-@st.composite
-def _window(draw, max_k=4):
-    k = (draw(st.integers(1, max_k)), draw(st.integers(1, max_k)))
-    d = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    p = (draw(st.integers(0, 3)), draw(st.integers(0, 3)))
-    s = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
-    return k, d, p, s
-
-
 def _pair_arg(draw, v):
     """A (h, w) argument as a pair, or as one int where both are equal (the wrappers broadcast it)."""
     return v[0] if v[0] == v[1] and draw(st.booleans()) else v
-
-
-@st.composite
-def _image_geometry(draw):
-    k, d, p, s = draw(_window())
-    h = draw(_spatial(k[0], d[0], 2 * p[0]))
-    w = draw(_spatial(k[1], d[1], 2 * p[1]))
-    batch = draw(st.sampled_from([2, 1, 3, None, 0]))  # hypothesis favours the first: a plain batch
-    c = draw(st.integers(1, 4))
-    shape = (c, h, w) if batch is None else (batch, c, h, w)
-    kw = {"kernel_size": _pair_arg(draw, k), "dilation": _pair_arg(draw, d), "padding": _pair_arg(draw, p),
-          "stride": _pair_arg(draw, s)}
-    return shape, (k, d, p, s), kw
-
-
-@st.composite
-def im2col_cases(draw, device):
-    shape, _, kw = draw(_image_geometry())
-    x = draw(tensor_spec(shape, -4, 4))
-    return Case("im2col", (x,), kw, draw(_dtype(device)), grad_seed=draw(st.integers(0, 2**31 - 1)))
-
-
-@st.composite
-def col2im_cases(draw, device):
-    shape, (k, d, p, s), kw = draw(_image_geometry())
-    out = [(shape[-2 + i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)]
-    cols = shape[:-3] + (shape[-3] * k[0] * k[1], out[0] * out[1])
-    c = draw(tensor_spec(cols, -4, 4))
-    size = shape[-2:]
-    size = size[0] if size[0] == size[1] and draw(st.booleans()) else size
-    return Case("col2im", (c, size), kw, draw(_dtype(device)), grad_seed=draw(st.integers(0, 2**31 - 1)))
-
-
-# conv2d / depthwise_conv2d --------------------------------------------------------------------------------------------
-
-
-@st.composite
-def _conv_geometry(draw, kernel_sizes, max_stride=3, max_dilation=3, allow_same=True):
-    """(kernel, stride, dilation, padding argument, [(top, bottom), (left, right)] padding) of a convolution."""
-    k = (draw(kernel_sizes), draw(kernel_sizes))
-    s = (draw(st.integers(1, max_stride)), draw(st.integers(1, max_stride)))
-    big = max(k) > 7  # long filters: no dilation, or the images grow large
-    d = (1, 1) if big else (draw(st.integers(1, max_dilation)), draw(st.integers(1, max_dilation)))
-    choices = ["ints", "pair", "valid"] + (["same"] if allow_same and s == (1, 1) else [])
-    kind = draw(st.sampled_from(choices))
-    if kind == "same":
-        sides = [(d[i] * (k[i] - 1) // 2, d[i] * (k[i] - 1) - d[i] * (k[i] - 1) // 2) for i in range(2)]
-        return k, s, d, "same", sides
-    if kind == "valid":
-        return k, s, d, "valid", [(0, 0), (0, 0)]
-    most = max(3, max(k) // 2)
-    p = (draw(st.integers(0, most)), draw(st.integers(0, most)))
-    arg = p[0] if kind == "ints" and p[0] == p[1] else p
-    return k, s, d, arg, [(p[0], p[0]), (p[1], p[1])]
-
-
-@st.composite
-def _conv_image(draw, c, k, d, sides, batches=(2, 1, 3, None, 0), extra=6):
-    h = draw(_spatial(k[0], d[0], sum(sides[0]), extra))
-    w = draw(_spatial(k[1], d[1], sum(sides[1]), extra))
-    batch = draw(st.sampled_from(batches))
-    return (c, h, w) if batch is None else (batch, c, h, w)
-
-
-@st.composite
-def conv2d_cases(draw, device):
-    groups = draw(st.integers(1, 3))
-    c, o = groups * draw(st.integers(1, 3)), groups * draw(st.integers(1, 3))
-    k, s, d, padding, sides = draw(_conv_geometry(st.integers(1, 5)))
-    shape = draw(_conv_image(c, k, d, sides))
-    x = draw(tensor_spec(shape))
-    w = draw(tensor_spec((o, c // groups) + k))
-    b = draw(st.none() | tensor_spec((o,)))
-    kw = {"stride": _pair_arg(draw, s), "padding": padding, "dilation": _pair_arg(draw, d), "groups": groups}
-    return Case("conv2d", (x, w, b), kw, draw(_dtype(device)), mask=_mask(draw, 3, b is not None),
-                grad_seed=draw(st.integers(0, 2**31 - 1)))
-
-
-@st.composite
-def depthwise_conv2d_cases(draw, device):
-    # From 6 channels (3 in float64) the CPU forward of one filter a channel runs blocked over channels.
-    c, m = draw(st.one_of(st.integers(1, 4), st.sampled_from([6, 8, 13, 16]))), draw(st.integers(1, 3))
-    sizes = st.one_of(st.integers(1, 5), st.sampled_from([7, 9, 31]))
-    k, s, d, padding, sides = draw(_conv_geometry(sizes))
-    shape = draw(_conv_image(c, k, d, sides))
-    x = draw(tensor_spec(shape))
-    w = draw(tensor_spec((c * m, 1) + k))
-    b = draw(st.none() | tensor_spec((c * m,)))
-    kw = {"stride": _pair_arg(draw, s), "padding": padding, "dilation": _pair_arg(draw, d)}
-    return Case("depthwise_conv2d", (x, w, b), kw, draw(_dtype(device)), mask=_mask(draw, 3, b is not None),
-                grad_seed=draw(st.integers(0, 2**31 - 1)))
 
 
 def _mask(draw, n, last=True):
@@ -318,47 +202,7 @@ def _mask(draw, n, last=True):
     return mask
 
 
-# upsample_bilinear2d -----------------------------------------------------------------------------------------------
-
 MODES = ("half_pixel", "align_corners", "asymmetric")
-
-
-@st.composite
-def upsample_cases(draw, device):
-    shape = (draw(st.integers(0, 3)), draw(st.integers(0, 4)), draw(st.integers(1, 9)), draw(st.integers(1, 9)))
-    size = (draw(st.integers(1, 17)), draw(st.integers(1, 17)))  # up, down, equal, to and from 1
-    x = draw(tensor_spec(shape, -4, 4))
-    kw = {"output_size": _pair_arg(draw, size), "coordinate_mode": draw(st.sampled_from(MODES))}
-    return Case("upsample_bilinear2d", (x,), kw, draw(_dtype(device)), grad_seed=draw(st.integers(0, 2**31 - 1)))
-
-
-# trilinear_interpolation -------------------------------------------------------------------------------------------
-
-
-@st.composite
-def trilinear_cases(draw, device):
-    n = draw(st.integers(0, 17))
-    f = draw(st.one_of(st.integers(0, 9), st.sampled_from([16, 33, 64, 130])))
-    dtype = draw(_dtype(device))
-    # Points may be more precise than feats (AMP: float32 points, half feats).
-    wider = [dtype] + [t for t in (torch.float32, torch.float64) if t.itemsize > dtype.itemsize]
-    pdtype = draw(st.sampled_from(wider))
-    reach = draw(st.sampled_from([1.0, 3.0]))  # outside [-1, 1]: extrapolation
-    feats = draw(tensor_spec((n, 8, f), -2, 2))
-    points = draw(tensor_spec((n, 3), -reach, reach, dtype=None if pdtype == dtype else pdtype))
-    return Case("trilinear_interpolation", (feats, points), {}, dtype, mask=_mask(draw, 2),
-                grad_seed=draw(st.integers(0, 2**31 - 1)))
-
-
-CASES: dict[str, Callable[[str], st.SearchStrategy]] = {
-    "quick_gelu": quick_gelu_cases,
-    "im2col": im2col_cases,
-    "col2im": col2im_cases,
-    "conv2d": conv2d_cases,
-    "depthwise_conv2d": depthwise_conv2d_cases,
-    "upsample_bilinear2d": upsample_cases,
-    "trilinear_interpolation": trilinear_cases,
-}
 
 
 # --- the CUDA kernels: one family of cases per kernel --------------------------------------------------------------

@@ -12,7 +12,7 @@ from torch import nn
 
 import customops
 from conftest import requires_cuda
-from op_db import _trilinear_ref
+from op_db.trilinear import _trilinear_ref
 
 
 class Net(nn.Module):

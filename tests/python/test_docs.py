@@ -3,9 +3,10 @@ pages resolves, and, in headless Chromium, the pages load, their navigation link
 architecture diagram render.
 
 The build runs once per session (``built_site``), as ``scripts/docs.sh`` runs it: ``python -m sphinx -W --keep-going
--b html docs OUT``. It needs the docs' Python packages (sphinx, myst-parser, furo) and Graphviz's ``dot``; the
-browser checks need Debian's ``chromium`` and skip where it is missing. Without the docs' packages the whole module
-skips, unless CUSTOMOPS_REQUIRE_DOCS_TEST is set (as it should be wherever they are meant to be installed).
+-b html docs OUT``. It needs the docs' Python packages (sphinx, myst-parser, furo, and onnxscript, which the modules
+the ONNX table is read from import) and Graphviz's ``dot``; the browser checks need Debian's ``chromium`` and skip
+where it is missing. Without the docs' packages the whole module skips, unless CUSTOMOPS_REQUIRE_DOCS_TEST is set
+(as it should be wherever they are meant to be installed).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ PLOT_PAGES = ["performance/ops_cuda.html", "performance/models.html", "performan
 def _missing_docs_packages() -> list[str]:
     import importlib.util
 
-    return [m for m in ("sphinx", "myst_parser", "furo") if importlib.util.find_spec(m) is None]
+    return [m for m in ("sphinx", "myst_parser", "furo", "onnxscript") if importlib.util.find_spec(m) is None]
 
 
 def _skip_or_fail(reason: str) -> None:

@@ -34,7 +34,9 @@ torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = 
 assert not torch.backends.flags_frozen()
 
 import customops
-from op_db import COL2IM, CONV2D, IM2COL, UPSAMPLE_BILINEAR2D
+from op_db.conv import CONV2D
+from op_db.fold import COL2IM, IM2COL
+from op_db.upsample import UPSAMPLE_BILINEAR2D
 
 DTYPES = (torch.float64, torch.float32, torch.bfloat16)
 

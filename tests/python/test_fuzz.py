@@ -30,7 +30,6 @@ import argparse
 import functools
 import inspect
 import json
-import math
 import os
 import random
 import re
@@ -42,6 +41,10 @@ import time
 
 import torch
 
+from fuzz_common import T, _t, _Unbuildable
+from op_db import OP_DB
+
+OPS = {op.name: op for op in OP_DB}
 HERE = os.path.dirname(os.path.abspath(__file__))
 CI_CALLS = 100000
 SEED = int(os.environ.get("CUSTOMOPS_FUZZ_SEED", "20251126"))
@@ -56,67 +59,6 @@ ADDRESS_SPACE_HEADROOM = 6 << 30
 
 _LAYOUTS = ("contiguous", "channels_last", "noncontiguous", "transposed", "expanded")
 
-def _t(shape, dtype=torch.float32, device="cpu", layout="contiguous", fill="randn", grad=False):
-    """A tensor of `shape` in `layout`, values by `fill` (requiring grad where
-    `grad` and it can); a call's log line builds its tensors with this, so
-    that the line alone reproduces it."""
-    shape = tuple(shape)
-    numel = math.prod(shape)
-    if layout == "expanded" and len(shape) > 0:
-        # Stride 0 along the largest dimension: huge shapes cost no memory.
-        big = max(range(len(shape)), key=lambda i: shape[i])
-        base = list(shape)
-        base[big] = 1 if shape[big] > 0 else 0
-        return _t(tuple(base), dtype, device, "contiguous", fill, grad).expand(shape)
-    if numel > (1 << 24):
-        raise _Unbuildable(shape)
-    if layout == "noncontiguous" and len(shape) > 0:
-        wide = list(shape)
-        wide[-1] *= 2
-        return _t(tuple(wide), dtype, device, "contiguous", fill, grad)[..., ::2]
-    if layout == "transposed" and len(shape) >= 2:
-        flipped = list(shape)
-        flipped[-1], flipped[-2] = flipped[-2], flipped[-1]
-        return _t(tuple(flipped), dtype, device, "contiguous", fill, grad).transpose(-1, -2)
-    g = torch.Generator().manual_seed(numel + len(shape))
-    if dtype.is_complex:
-        x = torch.randn(shape, generator=g, dtype=dtype)
-    elif dtype.is_floating_point:
-        x = torch.randn(shape, generator=g, dtype=torch.float64)
-        if fill == "special" and numel > 0:
-            x.view(-1)[:: 3] = float("nan")
-            x.view(-1)[1:: 3] = float("inf")
-            x.view(-1)[2:: 5] = -1e308
-        x = x.to(dtype)
-    elif dtype == torch.bool:
-        x = torch.randint(0, 2, shape, generator=g).bool()
-    else:
-        x = torch.randint(-3, 4, shape, generator=g).to(dtype)
-    if layout == "channels_last" and len(shape) == 4:
-        x = x.contiguous(memory_format=torch.channels_last)
-    x = x.to(device)
-    return x.requires_grad_() if grad and (dtype.is_floating_point or dtype.is_complex) else x
-
-
-class _Unbuildable(Exception):
-    """A tensor too large to build for real (not a finding: the call is skipped)."""
-
-
-class T:
-    """The recipe of one argument tensor: its repr is the _t(...) call that builds it."""
-
-    def __init__(self, shape, dtype=torch.float32, device="cpu", layout="contiguous", fill="randn"):
-        self.shape, self.dtype, self.device, self.layout, self.fill = tuple(shape), dtype, device, layout, fill
-        self.grad = False
-
-    def build(self):
-        return _t(self.shape, self.dtype, self.device, self.layout, self.fill, self.grad)
-
-    def __repr__(self):
-        extra = "" if self.fill == "randn" else f", fill={self.fill!r}"
-        extra += ", grad=True" if self.grad else ""
-        return f"_t({self.shape!r}, {self.dtype}, {self.device!r}, {self.layout!r}{extra})"
-
 
 def _build(v):
     if isinstance(v, T):
@@ -128,80 +70,11 @@ def _build(v):
 
 # --- valid calls of every op ----------------------------------------------------------
 
-_MODES = ("half_pixel", "align_corners", "asymmetric")
-
-
-def _pair(rng, lo, hi):
-    return [rng.randint(lo, hi), rng.randint(lo, hi)]
-
-
-def _window(rng):
-    """kernel_size, dilation, padding, stride."""
-    return _pair(rng, 1, 3), _pair(rng, 1, 2), _pair(rng, 0, 2), _pair(rng, 1, 3)
-
-
-def _positions(size, k, d, p, s):
-    span = size + 2 * p - d * (k - 1) - 1
-    return span // s + 1 if span >= 0 else None
-
-
-def _image_for(rng, k, d, p, s, batch=True):
-    """(N, C, H, W) or (C, H, W) that the window fits, and its (out_h, out_w)."""
-    hw = []
-    for i in range(2):
-        lo = max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i])
-        hw.append(rng.randint(lo, lo + 4))
-    c = rng.randint(1, 3)
-    shape = ([rng.choice([0, 1, 2])] if batch else []) + [c] + hw
-    return shape, [_positions(hw[i], k[i], d[i], p[i], s[i]) for i in range(2)]
-
 
 def _base_call(rng, name, device, dtype):
-    """A valid call of customops::<name> with small random sizes."""
-    f = lambda shape: T(shape, dtype, device)  # noqa: E731
-    batch = rng.random() < 0.8
-    if name in ("quick_gelu", "quick_gelu_backward"):
-        shape = [rng.randint(0, 4) for _ in range(rng.randint(0, 4))]
-        return [f(shape)] if name == "quick_gelu" else [f(shape), f(shape)]
-    if name in ("im2col", "im2col_backward", "col2im", "col2im_backward"):
-        k, d, p, s = _window(rng)
-        shape, (oh, ow) = _image_for(rng, k, d, p, s, batch)
-        cols = shape[:-3] + [shape[-3] * k[0] * k[1], oh * ow]
-        if name in ("im2col", "col2im_backward"):  # (image or its gradient, window)
-            return [f(shape), k, d, p, s]
-        return [f(cols), shape[-2:], k, d, p, s]  # (columns or their gradient, image size, window)
-    if name in ("conv2d", "conv2d_backward", "depthwise_conv2d", "depthwise_conv2d_backward"):
-        depthwise = name.startswith("depthwise")
-        _, d, p, s = _window(rng)
-        k = _pair(rng, 1, 3)
-        shape, (oh, ow) = _image_for(rng, k, d, p, s, batch)
-        c = shape[-3]
-        if depthwise:
-            groups, o = c, c * rng.randint(1, 2)
-            wshape = [o, 1] + k
-        else:
-            groups = rng.choice([g for g in (1, 2, 3) if c % g == 0])
-            o = groups * rng.randint(1, 2)
-            wshape = [o, c // groups] + k
-        out = shape[:-3] + [o, oh, ow]
-        tail = [s, p, d] + ([] if depthwise else [groups])
-        if name.endswith("_backward"):
-            return [f(out), f(shape), f(wshape)] + tail + [[rng.random() < 0.7 for _ in range(3)]]
-        return [f(shape), f(wshape), f([o]) if rng.random() < 0.7 else None] + tail
-    if name in ("upsample_bilinear2d", "upsample_bilinear2d_backward"):
-        shape = [rng.randint(0, 2), rng.randint(0, 3), rng.randint(1, 5), rng.randint(1, 5)]
-        size = _pair(rng, 1, 6)
-        mode = rng.choice(_MODES)
-        if name == "upsample_bilinear2d":
-            return [f(shape), size, mode]
-        return [f(shape[:2] + size), shape[2:], mode]
-    if name in ("trilinear_interpolation", "trilinear_interpolation_backward"):
-        n, feat = rng.randint(0, 3), rng.randint(0, 3)
-        args = [f([n, 8, feat]), T([n, 3], rng.choice([dtype, torch.float32, torch.float64]), device)]
-        if name == "trilinear_interpolation":
-            return args
-        return [f([n, feat])] + args + [[rng.random() < 0.7, rng.random() < 0.7]]
-    raise KeyError(name)
+    """A valid call of customops::<name> with small random sizes: its OpInfo's fuzz_call."""
+    base = name.removesuffix("_backward")
+    return OPS[base].fuzz_call(rng, base != name, device, dtype)
 
 
 def op_names() -> list[str]:
@@ -280,9 +153,8 @@ def _mutate_tensor(rng, t, device, devices):
 
 
 MODES = ("plain", "plain", "plain", "grad", "inference")
-# The Python wrappers (customops.<op>) take the forward ops' schema arguments positionally, and more: padding as a
-# string for the convolutions.
-_PADDING_STRINGS = ["same", "valid", "full", "SAME", ""]
+# The Python wrappers (customops.<op>) take the forward ops' schema arguments positionally, and more (an OpInfo's
+# fuzz_wrapper_args).
 
 
 def _inference(fn):
@@ -326,9 +198,9 @@ def random_call(rng, name, device, devices):
             if isinstance(a, T):
                 a.grad = True
     if not name.endswith("_backward") and rng.random() < 0.2:
+        if OPS[name].fuzz_wrapper_args is not None:
+            OPS[name].fuzz_wrapper_args(rng, args)
         name = "wrapper:" + name
-        if "conv2d" in name and rng.random() < 0.4:
-            args[4] = rng.choice(_PADDING_STRINGS)
     return name, args, mode
 
 
@@ -409,7 +281,7 @@ def _limit_address_space():
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
-# Calls that crashed or misreported before their fixes (most have an ErrorInput in op_db.py too): the child makes
+# Calls that crashed or misreported before their fixes (most have an ErrorInput in op_db too): the child makes
 # them first, on the CPU, so that a regression fails here with its call rather than killing pytest. Each must run
 # (the depthwise one with a one-tap kernel is valid) or fail cleanly.
 REGRESSIONS = [

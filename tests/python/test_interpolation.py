@@ -11,7 +11,8 @@ from torch._dynamo.testing import CompileCounterWithBackend
 
 import customops
 from conftest import HAS_CUDA, requires_cuda
-from op_db import _resize_ref, _trilinear_ref
+from op_db.trilinear import _trilinear_ref
+from op_db.upsample import _resize_ref
 
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 

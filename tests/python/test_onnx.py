@@ -1,10 +1,10 @@
 """ONNX export of every customops forward op (customops.onnx), table-driven over op_db.OP_DB.
 
 Each exported model is checked with onnx.checker, must be standard ONNX (default domain only, opset >= 18,
-no local functions), must contain the ONNX ops the translation promises (Conv with the sample's group,
-strides, pads and dilations; Resize with the sample's coordinate mode; ...) on the path to each output, and
-must match eager PyTorch in ONNX Runtime within 1e-5 (float32). To keep CI time down, one export holds all
-of an op's samples (one output per sample; every check still runs per sample and names it).
+no local functions), must contain the ONNX ops the translation promises (each OpInfo's onnx_nodes: Conv with
+the sample's group, strides, pads and dilations; Resize with the sample's coordinate mode; ...) on the path to
+each output, and must match eager PyTorch in ONNX Runtime within 1e-5 (float32). To keep CI time down, one
+export holds all of an op's samples (one output per sample; every check still runs per sample and names it).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ ort = pytest.importorskip("onnxruntime", reason="needs the onnx extra: pip insta
 
 import customops  # noqa: E402
 from conftest import requires_cuda  # noqa: E402
-from op_db import OP_DB, OpInfo, SampleInput, SideBySide  # noqa: E402
+from op_db import OP_DB, OpInfo, SideBySide  # noqa: E402
 
 RTOL = ATOL = 1e-5  # float32, ONNX Runtime against eager
 MODEL_TOL = 1e-4  # whole networks
@@ -99,45 +99,8 @@ def assert_matches(got, want: torch.Tensor, what: str, tol: float = ATOL) -> Non
 # --- what each translation must contain ------------------------------------------------------------------
 
 
-def _pair(v):
-    return list(v) if isinstance(v, (tuple, list)) else [v, v]
-
-
-def _conv_attrs(sample: SampleInput, groups: int) -> dict:
-    """The sample's window attributes, where a stride past the last window (one output either way) is the
-    distance to it and a one-tap kernel's dilation is 1: the op takes any int64, runtimes hold 32 bits."""
-    kw = sample.kwargs
-    x, w = sample.args[0], sample.args[1]
-    strides, dilations = _pair(kw["stride"]), _pair(kw["dilation"])
-    pads = _pair(kw["padding"])
-    for i in range(2):
-        kernel, size = w.shape[2 + i], x.shape[x.dim() - 2 + i]
-        if kernel == 1:
-            dilations[i] = 1
-        last_start = size + 2 * pads[i] - dilations[i] * (kernel - 1) - 1
-        if 0 <= last_start < strides[i]:
-            strides[i] = last_start + 1
-    return {"group": groups, "strides": strides, "dilations": dilations, "pads": pads * 2}
-
-
-# op name -> (sample -> [(ONNX op type, attributes it must have)]) on the path to the sample's output.
-EXPECTED_NODES = {
-    "quick_gelu": lambda s: [("Sigmoid", {}), ("Mul", {})],
-    "im2col": lambda s: [("Gather", {"axis": 2}), ("Gather", {"axis": 4})],
-    "col2im": lambda s: [("Col2Im", {"strides": _pair(s.kwargs["stride"]),
-                                     "dilations": _pair(s.kwargs["dilation"]),
-                                     "pads": _pair(s.kwargs["padding"]) * 2})],
-    "conv2d": lambda s: [("Conv", _conv_attrs(s, s.kwargs["groups"]))],
-    "depthwise_conv2d": lambda s: [("Conv", _conv_attrs(s, s.args[0].shape[-3]))],
-    "upsample_bilinear2d": lambda s: [("Resize", {"mode": "linear",
-                                                  "coordinate_transformation_mode": s.kwargs["coordinate_mode"]})],
-    "trilinear_interpolation": lambda s: [("MatMul", {})],
-}
-
-
 def test_every_op_has_expectations_and_a_translation():
-    names = {op.name for op in OP_DB}
-    assert names == set(EXPECTED_NODES)
+    assert all(callable(op.onnx_nodes) for op in OP_DB)
     table = customops.onnx.translation_table()
     assert set(table) == {op.overload for op in OP_DB}
 
@@ -161,7 +124,7 @@ def test_samples_export_and_match(op: OpInfo, device: str):
     for sample, output, got, want in zip(samples, proto.graph.output, results, expected):
         where = f"{op.name}[{sample.name}]"
         nodes = ancestors(proto.graph, output.name)
-        for op_type, attrs in EXPECTED_NODES[op.name](sample):
+        for op_type, attrs in op.onnx_nodes(sample):
             assert_contains(nodes, op_type, where, **attrs)
         assert_matches(got, want, where)
 

@@ -1,9 +1,10 @@
 """Property-based tests: every customops operator and its registered backward
-op against the plain-PyTorch references of op_db.py, on random calls drawn by
-strategies.py (shapes with empty and unit extents, batch, channels, windows,
-padding including "same", groups and channel multipliers, output sizes up and
-down, coordinate modes, dtypes, and layouts: contiguous, channels_last,
-strided and offset slices, transposes, stride-0 expansions).
+op against the plain-PyTorch references of op_db, on random calls drawn by
+each OpInfo's ``cases`` (from the pieces in strategies.py: shapes with empty
+and unit extents, batch, channels, windows, padding including "same", groups
+and channel multipliers, output sizes up and down, coordinate modes, dtypes,
+and layouts: contiguous, channels_last, strided and offset slices, transposes,
+stride-0 expansions).
 
 - test_forward: the op in the drawn dtype against the reference in float64 on
   the same rounded values (op_db's tolerances), and the result's dtype, device
@@ -18,8 +19,8 @@ strided and offset slices, transposes, stride-0 expansions).
   it (strategies.CUDA_FAMILIES); each family's run must reach its kernels.
 
 Settings profiles: strategies.py (CUSTOMOPS_HYPOTHESIS_PROFILE=ci|long). A
-falsifying example found here belongs, once understood, in op_db.py as a named
-sample of its op, where every generic test then runs it.
+falsifying example found here belongs, once understood, in op_db (its family's
+module) as a named sample of its op, where every generic test then runs it.
 """
 
 from __future__ import annotations
@@ -80,15 +81,6 @@ def _call(op: OpInfo, sample: SampleInput):
 
 
 def _reference(op: OpInfo, sample: SampleInput):
-    """op's reference on sample. The resize reference takes the size as a pair only (the op an int too), and
-    F.interpolate refuses a tensor of no channels, which the op takes: its (empty) result is built from the input
-    so that gradients still flow."""
-    if op.name == "upsample_bilinear2d":
-        x, size = sample.args[0], sample.kwargs["output_size"]
-        size = (size, size) if isinstance(size, int) else size
-        if x.shape[1] == 0:
-            return x.new_zeros(x.shape[0], 0, *size) + 0 * x.sum()
-        return op.ref(x, size, sample.kwargs["coordinate_mode"])
     return op.ref(*sample.args, **sample.kwargs)
 
 
@@ -100,32 +92,25 @@ def _grad_like(out: torch.Tensor, seed: int) -> torch.Tensor:
 
 
 def _tolerance(op: OpInfo, case: S.Case, dtype=None):
-    """(rtol, atol) for the case in dtype (the case's by default). The resize computes source coordinates in
-    float for every dtype but float64, as PyTorch does: a coordinate near n carries an error of about n float
-    epsilons, which moves the blend weights by as much (op_db's tolerances cover sizes up to about 100)."""
+    """(rtol, atol) for the case in dtype (the case's by default): the op's, or TF32's, as the op's
+    property_tolerance adjusts them to the case."""
     dtype = dtype or case.dtype
     rtol, atol = TF32_TOLERANCE if case.tf32 and dtype == torch.float32 else op.tolerances[dtype]
-    if op.name == "upsample_bilinear2d" and dtype != torch.float64:
-        size = case.kwargs["output_size"]
-        extent = max(*case.args[0].shape[-2:], *((size, size) if isinstance(size, int) else size))
-        atol = max(atol, 2 * torch.finfo(torch.float32).eps * extent)
+    if op.property_tolerance is not None:
+        rtol, atol = op.property_tolerance(case, dtype, (rtol, atol))
     return rtol, atol
 
 
-def _term_scales(case: S.Case, ref: "Built", grad: torch.Tensor, wrt="leaves") -> list:
+def _term_scales(op: OpInfo, ref: "Built", grad: torch.Tensor, wrt="leaves") -> list:
     """Per argument, the size of the largest terms its gradient sums, where the result can be far smaller (None:
-    the result's own size will do). trilinear's points gradient sums the corners' feats . grad times the weights'
-    derivatives: with equal corners (an expanded feats) the sum cancels exactly in float64, and the op's rounding
-    errors are of the size of the terms."""
-    scales = [None] * len(ref.views)
-    if case.op == "trilinear_interpolation":
-        feats, points = (v.detach().double() for v in ref.views)
-        s = torch.einsum("nkf,nf->nk", feats.abs(), grad.detach().cpu().double().abs())
-        t = (points + 1) / 2
-        factor = torch.maximum(t.abs(), (1 - t).abs()).amax(-1)
-        bound = (0.5 * factor**2 * s.sum(-1)).max().item() if s.numel() else 0.0
-        expansion = ref.views[1].numel() / max(1, ref.leaves[1].numel()) if wrt == "leaves" else 1.0
-        scales[1] = bound * expansion
+    the result's own size will do): the op's gradient_term_scales, for the gradients of the views or, as a leaf's
+    gradient sums its expanded view's over the copies, of the leaves."""
+    if op.gradient_term_scales is None:
+        return [None] * len(ref.views)
+    scales = op.gradient_term_scales(ref.views, grad)
+    if wrt == "leaves":
+        scales = [None if s is None else s * (view.numel() / max(1, leaf.numel()))
+                  for s, view, leaf in zip(scales, ref.views, ref.leaves)]
     return scales
 
 
@@ -215,7 +200,7 @@ def check_forward(case: S.Case, device):
     x = built.views[0]
     if op.keeps_memory_format and _strictly_channels_last(x) and out.dim() == 4 and out.numel() > 0:
         assert out.is_contiguous(memory_format=torch.channels_last), "a channels_last input gave a result that is not"
-    if case.op == "quick_gelu" and is_non_overlapping_and_dense(x):
+    if op.keeps_dense_strides and is_non_overlapping_and_dense(x):
         assert out.stride() == x.stride(), "a dense input's layout is not kept"
 
 
@@ -231,7 +216,7 @@ def check_gradients(case: S.Case, device):
         grads = torch.autograd.grad(out, built.leaves, grad, allow_unused=True)
     _, want = _evaluate(op, case, built, torch.float64, grad)
     _, peer = _evaluate(op, case, built, None, grad)
-    scales = _term_scales(case, built.reference(case), grad)
+    scales = _term_scales(op, built.reference(case), grad)
     rtol, atol = _tolerance(op, case, dtype)
     for i, (leaf, g) in enumerate(zip(built.leaves, grads)):
         g = torch.zeros_like(leaf) if g is None else g
@@ -270,7 +255,7 @@ def check_backward_op(case: S.Case, device):
     results = list(result) if isinstance(result, (tuple, list)) else [result]
     _, want = _evaluate(op, case, built, torch.float64, grad, "views", len(results))
     _, peer = _evaluate(op, case, built, None, grad, "views", len(results))
-    scales = _term_scales(case, built.reference(case), grad, "views")
+    scales = _term_scales(op, built.reference(case), grad, "views")
     rtol, atol = _tolerance(op, case)
     for i, r in enumerate(results):
         if case.mask is not None and not case.mask[i]:
@@ -284,18 +269,16 @@ def check_backward_op(case: S.Case, device):
 
 # --- the tests --------------------------------------------------------------------------------------------------------
 
-# Examples per test relative to the profile's: the cheap ops get more (the convolutions' references and
-# gradients take most of the time).
-_COST = {"quick_gelu": 2.0, "im2col": 1.0, "col2im": 1.0, "conv2d": 1.0, "depthwise_conv2d": 1.0,
-         "upsample_bilinear2d": 2.0, "trilinear_interpolation": 2.0}
+# Examples per test relative to the profile's (OpInfo.property_cost).
+_COST = {name: op.property_cost for name, op in OPS.items()}
 
 
 def _cases(name, device):
-    return S.CASES[name](device)
+    return OPS[name].cases(device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", list(S.CASES))
+@pytest.mark.parametrize("name", list(OPS))
 def test_forward(name, device):
     @S.examples(_COST[name])
     @given(case=_cases(name, device))
@@ -306,7 +289,7 @@ def test_forward(name, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", list(S.CASES))
+@pytest.mark.parametrize("name", list(OPS))
 def test_gradients(name, device):
     @S.examples(_COST[name])
     @given(case=_cases(name, device))
@@ -317,7 +300,7 @@ def test_gradients(name, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("name", list(S.CASES))
+@pytest.mark.parametrize("name", list(OPS))
 def test_backward_op(name, device):
     @S.examples(_COST[name])
     @given(case=_cases(name, device))
@@ -328,7 +311,8 @@ def test_backward_op(name, device):
 
 
 def test_every_op_has_cases():
-    assert set(S.CASES) == set(OPS), "an op in op_db without strategies, or strategies without an op"
+    for name, op in OPS.items():
+        assert isinstance(op.cases("cpu"), st.SearchStrategy), f"{name}: cases gives no hypothesis strategy"
 
 
 # --- CUDA: every kernel reached --------------------------------------------------------------------------------------
@@ -388,7 +372,7 @@ def test_cuda_kernel_family(family):
         peer, peer_grads = _evaluate(op, case, built, None, grad)
         rtol, atol = _tolerance(op, case)
         _close(out, expected, rtol, atol, "output", peer)
-        scales = _term_scales(case, built.reference(case), grad)
+        scales = _term_scales(op, built.reference(case), grad)
         for i, g in enumerate(grads):
             _close(torch.zeros_like(built.leaves[i]) if g is None else g, want[i], rtol, atol,
                    f"gradient of argument {i}", peer_grads[i], scales[i])

@@ -15,7 +15,7 @@ def test_every_registered_op_is_in_the_table():
     tested = {op.name for op in OP_DB}
     for name in registered_ops():
         base = name.removesuffix("_backward")
-        assert base in tested, f"customops::{name} has no entry in tests/python/op_db.py"
+        assert base in tested, f"customops::{name} has no OpInfo in tests/python/op_db/"
 
 
 @pytest.mark.parametrize("name", registered_ops())
@@ -33,3 +33,20 @@ def test_kernels_for_every_key(name):
 def test_functional_and_module_are_exported_and_documented(op):
     assert op.op is getattr(customops, op.name)
     assert op.op.__doc__ and len(op.op.__doc__) > 80
+
+
+# What the generic tests beyond test_ops.py read from every OpInfo: test_properties.py, test_fuzz.py, test_onnx.py
+# and distributed_checks.py take the op's part from these fields alone.
+GENERIC_TEST_FIELDS = ("cases", "property_cost", "fuzz_call", "onnx_nodes", "sharding_cases")
+
+
+@pytest.mark.parametrize("op", OP_DB, ids=str)
+def test_every_op_has_what_the_generic_tests_need(op):
+    for name in GENERIC_TEST_FIELDS:
+        value = getattr(op, name, None)
+        assert value is not None, f"{op.name}: OpInfo.{name} is missing"
+        if name == "property_cost":
+            assert isinstance(value, (int, float)) and value > 0, f"{op.name}: property_cost {value!r}"
+        else:
+            assert callable(value), f"{op.name}: OpInfo.{name} is not callable"
+

@@ -3,7 +3,7 @@
 The rule under test: the output, grad_out and grad_feats have feats' dtype,
 grad_points has points' dtype; the op computes in opmath of feats' dtype and
 reads the points at their own precision (never rounded to a half type).
-Expected values come from the float64 formula (op_db._trilinear_ref) on the
+Expected values come from the float64 formula (op_db.trilinear._trilinear_ref) on the
 same rounded inputs."""
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from torch import nn
 
 import customops
 from conftest import requires_cuda
-from op_db import DEFAULT_TOLERANCES, _trilinear_ref
+from op_db import DEFAULT_TOLERANCES
+from op_db.trilinear import _trilinear_ref
 
 FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 PAIRS = list(itertools.product(FLOATING, FLOATING))

@@ -8,4 +8,6 @@ the dispatcher calls it only while a torch.func transform is active
 C++ Autograd kernels. One module per family, as registration/<family>.cpp.
 """
 
-from . import conv, fold, quick_gelu, trilinear, upsample  # noqa: F401  (each registers its operators)
+from .._families import family_modules
+
+FAMILIES = family_modules(__name__, __path__)  # importing each registers its operators

@@ -179,3 +179,15 @@ register("conv2d", Conv2d)
 register("conv2d_backward", Conv2dBackward)
 register("depthwise_conv2d", DepthwiseConv2d)
 register("depthwise_conv2d_backward", DepthwiseConv2dBackward)
+
+
+# This family's rows of the torch.func table in docs/guide/func.md, which the docs build reads from here
+# (MyST Markdown): the op(s), the vmap rule, the forward-mode formula.
+DOC_ROWS = [
+    (
+        "`conv2d`, `depthwise_conv2d`, their backward ops",
+        "folded into N; per-sample weights (and weight gradients) as channel groups",
+        "linear in each argument: `conv(t_x, w) + conv(x, t_w) + t_b`; backward op: bilinear, backward ops of "
+        "the tangents",
+    ),
+]

@@ -30,3 +30,14 @@ register("im2col", Im2col)
 register("im2col_backward", Im2colBackward)
 register("col2im", Col2im)
 register("col2im_backward", Col2imBackward)
+
+
+# This family's rows of the torch.func table in docs/guide/func.md, which the docs build reads from here
+# (MyST Markdown): the op(s), the vmap rule, the forward-mode formula.
+DOC_ROWS = [
+    (
+        "`im2col`, `col2im`, their backward ops",
+        "vmapped dimension folded into N",
+        "linear: the op itself on the tangent",
+    ),
+]

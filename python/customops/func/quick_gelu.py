@@ -7,13 +7,17 @@ import torch
 
 from ._common import add, batch_first, below_autograd, ops, register
 
+# scaffold: the formulas' constants |
 _ALPHA = 1.702  # kernels/quick_gelu.h kAlpha
+# scaffold-end
 
 
 def _second_derivative(x: torch.Tensor) -> torch.Tensor:
+    # scaffold: f''(x), for the backward op's gradients | raise NotImplementedError("TODO(quick_gelu)")
     # With s = sigmoid(a x): f''(x) = a s (1 - s) (2 + a x (1 - 2 s)), as registration/quick_gelu.cpp.
     s = torch.sigmoid(_ALPHA * x)
     return _ALPHA * s * (1 - s) * (2 + _ALPHA * x * (1 - 2 * s))
+    # scaffold-end
 
 
 class QuickGelu(torch.autograd.Function):
@@ -75,3 +79,16 @@ class QuickGeluBackward(torch.autograd.Function):
 
 register("quick_gelu", QuickGelu)
 register("quick_gelu_backward", QuickGeluBackward)
+
+
+# This family's rows of the torch.func table in docs/guide/func.md, which the docs build reads from here
+# (MyST Markdown): the op(s), the vmap rule, the forward-mode formula.
+# scaffold: its rows of the docs' table | DOC_ROWS = [("`quick_gelu`, `_backward`", "TODO", "TODO")]
+DOC_ROWS = [
+    (
+        "`quick_gelu`, `_backward`",
+        "elementwise: the op on the batched tensor",
+        "`quick_gelu_backward(t, x)`; backward op: `+ t_x * g * f''(x)`",
+    ),
+]
+# scaffold-end

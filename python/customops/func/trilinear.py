@@ -154,3 +154,14 @@ class TrilinearInterpolationBackward(torch.autograd.Function):
 
 register("trilinear_interpolation", TrilinearInterpolation)
 register("trilinear_interpolation_backward", TrilinearInterpolationBackward)
+
+
+# This family's rows of the torch.func table in docs/guide/func.md, which the docs build reads from here
+# (MyST Markdown): the op(s), the vmap rule, the forward-mode formula.
+DOC_ROWS = [
+    (
+        "`trilinear_interpolation`, `_backward`",
+        "folded into N",
+        "feats: the op on the tangent; points: corner-weight derivatives (ATen `einsum`)",
+    ),
+]

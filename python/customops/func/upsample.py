@@ -14,3 +14,14 @@ UpsampleBilinear2dBackward = linear_function(
 
 register("upsample_bilinear2d", UpsampleBilinear2d)
 register("upsample_bilinear2d_backward", UpsampleBilinear2dBackward)
+
+
+# This family's rows of the torch.func table in docs/guide/func.md, which the docs build reads from here
+# (MyST Markdown): the op(s), the vmap rule, the forward-mode formula.
+DOC_ROWS = [
+    (
+        "`upsample_bilinear2d`, `_backward`",
+        "folded into N",
+        "linear: the op itself on the tangent",
+    ),
+]

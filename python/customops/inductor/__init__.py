@@ -19,15 +19,16 @@ from typing import Callable, Dict
 
 import torch
 
+from .._families import family_modules
 from .._import_hook import when_imported
-from . import quick_gelu, trilinear, upsample
 
 __all__ = ["decomposed", "set_decomposed"]
 
 _INDUCTOR_TABLE = "torch._inductor.decomposition"
 
-# op name -> {overload name: decomposition}, and whether compiled graphs decompose it by default.
-_FAMILIES = {family.OP: family for family in (quick_gelu, upsample, trilinear)}
+# op name -> its family module ({overload name: decomposition}, and whether compiled graphs decompose it by
+# default). A family without a module here keeps its ops whole in compiled graphs.
+_FAMILIES = {family.OP: family for family in family_modules(__name__, __path__)}
 _decomposed: Dict[str, bool] = {name: family.DECOMPOSED_BY_DEFAULT for name, family in _FAMILIES.items()}
 
 
@@ -61,7 +62,7 @@ def decomposed() -> Dict[str, bool]:
 
 
 def set_decomposed(op: str, value: bool) -> None:
-    """Decompose ``op`` (``"quick_gelu"``, ``"upsample_bilinear2d"`` or ``"trilinear_interpolation"``) in
+    """Decompose ``op`` (one of :func:`decomposed`'s keys: ``"quick_gelu"``, ``"upsample_bilinear2d"``, ...) in
     graphs Inductor compiles from now on (``True``), or keep it one call of the customops kernel (``False``).
     Graphs compiled before keep their choice; ``torch._dynamo.reset()`` drops them. The on-disk compile
     caches do not key graphs by this choice either: to compare the two in one environment, compile with

@@ -55,3 +55,15 @@ def trilinear_interpolation_backward(grad_out: torch.Tensor, feats: torch.Tensor
 
 DECOMPOSITIONS = {"trilinear_interpolation": trilinear_interpolation,
                   "trilinear_interpolation_backward": trilinear_interpolation_backward}
+
+
+# This family's rows of the table in docs/design/compile.md, which the docs build reads from here (MyST
+# Markdown): the op(s), what compiled graphs do with them, the measurement that made the choice, and why.
+DOC_ROWS = [
+    (
+        "`trilinear_interpolation` (+ backward)",
+        "decomposed",
+        "NeRF field, 2^20 points x 32 features: 0.75 / 0.95",
+        "the blend fuses with the corner gather before it and the MLP's input",
+    ),
+]

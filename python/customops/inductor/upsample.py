@@ -73,3 +73,23 @@ def upsample_bilinear2d_backward(grad_out: torch.Tensor, input_size, coordinate_
 
 
 DECOMPOSITIONS = {"upsample_bilinear2d": upsample_bilinear2d, "upsample_bilinear2d_backward": upsample_bilinear2d_backward}
+
+
+# This family's rows of the table in docs/design/compile.md, which the docs build reads from here (MyST
+# Markdown): the op(s), what compiled graphs do with them, the measurement that made the choice, and why.
+DOC_ROWS = [
+    (
+        "`upsample_bilinear2d`",
+        "forward decomposed",
+        "decoder (x2, ReLU, 3x3 conv), 32x128x64x64 channels_last: bf16 1.04 / 1.04, float32 1.04 / 1.05 "
+        "(forward only)",
+        "fuses with the ReLU that reads it",
+    ),
+    (
+        "`upsample_bilinear2d_backward`",
+        "decomposed to scatter-adds, except under `torch.use_deterministic_algorithms(True)`",
+        "see {doc}`/performance/models`",
+        "PyTorch's compiled resize backward is atomic scatter-adds fused with the ReLU's gradient; our gathering "
+        "kernel is deterministic but is one more pass",
+    ),
+]

@@ -19,13 +19,12 @@ torch, :func:`require_supported_torch` says so.
 
 from __future__ import annotations
 
-import importlib
 import logging
-import pkgutil
 from typing import Optional
 
 import torch
 
+from .._families import family_modules
 from .._import_hook import when_imported
 
 __all__ = ["install", "is_registered", "require_supported_torch", "SUPPORTED_TORCH"]
@@ -42,8 +41,7 @@ _registered = False
 
 def families():
     """The family modules of this package (every module not starting with '_')."""
-    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
-    return [importlib.import_module(f"{__name__}.{name}") for name in names]
+    return family_modules(__name__, __path__)
 
 
 def require_supported_torch(version: Optional[str] = None) -> None:

@@ -2,22 +2,10 @@
 opset 18 or later).
 
 After ``import customops``, ``torch.onnx.export(model, args, dynamo=True)``
-translates every customops operator in ``model`` without further arguments:
-
-=========================  ====================================================
-customops op               ONNX
-=========================  ====================================================
-quick_gelu                 x * Sigmoid(1.702 x)
-conv2d                     Conv (strides, pads, dilations, group, bias)
-depthwise_conv2d           Conv with group = input channels
-upsample_bilinear2d        Resize(mode="linear"), coordinate_transformation_mode
-                           half_pixel / align_corners / asymmetric
-trilinear_interpolation    corner weights (Mul) and their weighted sum (MatMul)
-im2col                     Pad + Gather (H) + Gather (W) + Transpose + Reshape
-                           (under tflite_friendly(): a depthwise Conv with
-                           one-hot filters + Reshape)
-col2im                     Col2Im
-=========================  ====================================================
+translates every customops operator in ``model`` without further arguments.
+Each family's module here holds its ops' translations (``TRANSLATIONS``) and
+their rows of the table of translations on the docs' deployment page
+(docs/deploy.md, ``DOC_ROWS``).
 
 The translations are registered with onnxscript's torch_lib registry (where
 the exporter also finds torchvision's ops) when that registry is first

@@ -21,10 +21,10 @@ import importlib
 import onnxscript
 import torch
 
-from . import conv, fold, quick_gelu, trilinear, upsample
+from .._families import family_modules
 from ._hook import TORCHLIB_REGISTRATION
 
-_FAMILIES = (quick_gelu, fold, conv, upsample, trilinear)
+_FAMILIES = family_modules(__package__, importlib.import_module(__package__).__path__)
 
 # The traced functions' own opset. They are traced (their ONNX nodes go into the
 # graph), so this domain never appears in an exported model.

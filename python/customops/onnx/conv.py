@@ -41,3 +41,17 @@ def depthwise_conv2d(input: TFloat, weight: TFloat, bias: Optional[TFloat] = Non
 
 
 TRANSLATIONS = {"conv2d": conv2d, "depthwise_conv2d": depthwise_conv2d}
+
+
+# This family's rows of the ONNX table in docs/deploy.md, which the docs build reads from here (MyST Markdown):
+# the op, its translation.
+DOC_ROWS = [
+    (
+        "`conv2d`",
+        "`Conv` with the op's `strides`, `pads`, `dilations`, `group` and bias",
+    ),
+    (
+        "`depthwise_conv2d`",
+        "`Conv` with `group` = input channels",
+    ),
+]

@@ -101,3 +101,17 @@ def col2im(input: TFloat, output_size: INT64, kernel_size: Sequence[int], dilati
 
 
 TRANSLATIONS = {"im2col": im2col, "col2im": col2im}
+
+
+# This family's rows of the ONNX table in docs/deploy.md, which the docs build reads from here (MyST Markdown):
+# the op, its translation.
+DOC_ROWS = [
+    (
+        "`im2col`",
+        "`Pad` + `Gather` along H + `Gather` along W + `Transpose` + `Reshape` (same layout as `F.unfold`)",
+    ),
+    (
+        "`col2im`",
+        "`Col2Im`",
+    ),
+]

@@ -30,3 +30,13 @@ def trilinear_interpolation(feats: TFloat, points: TOtherFloat) -> TFloat:
 
 
 TRANSLATIONS = {"trilinear_interpolation": trilinear_interpolation}
+
+
+# This family's rows of the ONNX table in docs/deploy.md, which the docs build reads from here (MyST Markdown):
+# the op, its translation.
+DOC_ROWS = [
+    (
+        "`trilinear_interpolation`",
+        "the 8 corner weights (`Add`, `Mul`, `Sub`) and their weighted sum (`MatMul`)",
+    ),
+]

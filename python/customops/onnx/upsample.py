@@ -30,3 +30,14 @@ def upsample_bilinear2d(input: TFloat, output_size: INT64, coordinate_mode: str 
 
 
 TRANSLATIONS = {"upsample_bilinear2d": upsample_bilinear2d}
+
+
+# This family's rows of the ONNX table in docs/deploy.md, which the docs build reads from here (MyST Markdown):
+# the op, its translation.
+DOC_ROWS = [
+    (
+        "`upsample_bilinear2d`",
+        '`Resize(mode="linear")`, `coordinate_transformation_mode` = the op\'s `coordinate_mode` (`half_pixel`, '
+        "`align_corners` or `asymmetric`), output size as `sizes`",
+    ),
+]

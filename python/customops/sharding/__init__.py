@@ -16,8 +16,8 @@ why_not = ""
 if not torch.distributed.is_available():
     why_not = "torch.distributed is not available in this build of torch"
 else:
-    from . import conv, fold, quick_gelu, trilinear, upsample
+    from .._families import family_modules
 
-    for _family in (quick_gelu, fold, conv, upsample, trilinear):
+    for _family in family_modules(__name__, __path__):
         _family.register_all()
     registered = True

@@ -96,3 +96,25 @@ def register_all() -> None:
     register(ops.conv2d_backward.default, _conv2d_backward)
     register(ops.depthwise_conv2d.default, _depthwise)
     register(ops.depthwise_conv2d_backward.default, _depthwise_backward)
+
+
+# This family's rows of the sharding table in docs/guide/distributed.md, which the docs build reads from here
+# (MyST Markdown): the op(s), then the placements computed locally.
+DOC_ROWS = [
+    (
+        "`conv2d`",
+        "batch `Shard(0)` with replicated weight; output channels (weight and bias `Shard(0)`, groups 1); "
+        "input channels (input and weight `Shard(1)`, no bias) giving `Partial`; `Partial` input without "
+        "bias. Grouped: batch only (the local op would need groups / mesh size)",
+    ),
+    (
+        "`depthwise_conv2d`",
+        "batch; input, weight and bias sharded on the same channels (channels divisible by the mesh size); "
+        "`Partial` input without bias",
+    ),
+    (
+        "conv backwards",
+        "batch: input gradient `Shard(0)`, weight and bias gradients `Partial`; channel rules as the "
+        "forward's",
+    ),
+]

@@ -50,3 +50,14 @@ def register_all() -> None:
     register(ops.col2im.default, _col2im)
     register(ops.im2col_backward.default, _im2col_backward)
     register(ops.col2im_backward.default, _col2im_backward)
+
+
+# This family's rows of the sharding table in docs/guide/distributed.md, which the docs build reads from here
+# (MyST Markdown): the op(s), then the placements computed locally.
+DOC_ROWS = [
+    (
+        "`im2col`, `col2im` (and backwards)",
+        "`Shard(0)` (batch); `Shard` on channels when they divide evenly over the mesh; `Partial` in, "
+        "`Partial` out",
+    ),
+]

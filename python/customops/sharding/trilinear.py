@@ -32,3 +32,14 @@ def _backward(mesh_size, grad_out, feats, points, mask):
 def register_all() -> None:
     register(ops.trilinear_interpolation.default, _forward)
     register(ops.trilinear_interpolation_backward.default, _backward)
+
+
+# This family's rows of the sharding table in docs/guide/distributed.md, which the docs build reads from here
+# (MyST Markdown): the op(s), then the placements computed locally.
+DOC_ROWS = [
+    (
+        "`trilinear_interpolation`",
+        "feats and points `Shard(0)` (N); feats `Shard(2)` (F) with replicated points gives `Shard(1)`; "
+        "`Partial` feats; backward: points gradient `Partial` under F sharding",
+    ),
+]

@@ -18,3 +18,13 @@ def _planewise(mesh_size, x, *args):
 def register_all() -> None:
     register(ops.upsample_bilinear2d.default, _planewise)
     register(ops.upsample_bilinear2d_backward.default, _planewise)
+
+
+# This family's rows of the sharding table in docs/guide/distributed.md, which the docs build reads from here
+# (MyST Markdown): the op(s), then the placements computed locally.
+DOC_ROWS = [
+    (
+        "`upsample_bilinear2d` (and backward)",
+        "`Shard(0)`, `Shard(1)`; `Partial` in, `Partial` out",
+    ),
+]

@@ -1,0 +1,216 @@
+"""The per-operator tables of the documentation, generated from what the customops package declares.
+
+Each table has a row or more per operator, and those rows live with the code they describe, so that a new
+operator brings its rows with its own files instead of a dozen hand edits of the docs:
+
+``sharding``, ``func``, ``onnx``
+    the ``DOC_ROWS`` of each family module of ``customops.<concern>`` (found as the package finds them, with
+    ``customops._families.family_modules``).
+``compile``
+    the ``DOC_ROWS`` of each family module of ``customops.inductor`` (the ops it decomposes), and one generated
+    row of every forward op that no such module decomposes: those stay whole in compiled graphs. An op is kept by
+    having no module there, so no family file can hold why; the page gives that row's reason (``kept_why``).
+``ops``
+    one row per registered forward op: its function ``customops.<op>``, the class of ``customops.modules`` whose
+    docstring names that function first (``:func:`customops.<op>```), and the ``overview`` that
+    ``customops/functional.py`` attaches to the function (``@_overview``).
+
+A row is a tuple of cells in MyST Markdown; its first cell names the op(s) it covers in backticks. A row does not
+know the page that shows it, so its links to pages are absolute ({doc}`/design/conv2d`). Rows are ordered
+as ``customops/functional.py`` defines the ops (a family's rows stay together, in the order the family module gives
+them), so every table lists the ops in the same order. Nothing here names a family or an op.
+
+Plain Python (no Sphinx), so that tests can check the tables without building the site.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Callable, Sequence
+
+Row = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Table:
+    headers: Row
+    rows: list[Row]
+
+    def markdown(self) -> list[str]:
+        """The table as Markdown lines (a GitHub-style pipe table, which MyST parses)."""
+        def line(cells: Sequence[str]) -> str:
+            return "| " + " | ".join(_cell(c) for c in cells) + " |"
+
+        return [line(self.headers), "|" + "---|" * len(self.headers), *(line(r) for r in self.rows)]
+
+
+def _cell(text: str) -> str:
+    # A row's cells are written as long Python strings; a newline or a bare pipe would end the cell early.
+    return " ".join(text.split()).replace("|", r"\|")
+
+
+def op_names() -> list[str]:
+    """Every registered ``customops`` operator (forward and backward), by name without the namespace."""
+    import torch
+
+    all_names = torch._C._dispatch_get_all_op_names()
+    names = sorted(n.split("::", 1)[1] for n in all_names if n.startswith("customops::"))
+    if not names:
+        raise RuntimeError("docs: no customops operators are registered: the library did not load")
+    return names
+
+
+def _op_order() -> Callable[[str], tuple]:
+    """Sort key of op names: the order in which customops/functional.py defines their functions (a module's
+    namespace keeps definition order); ops without a function last, by name."""
+    from customops import functional
+
+    defined = {name: i for i, name in enumerate(vars(functional))}
+    return lambda op: (defined.get(op, len(defined)), op)
+
+
+def forward_ops() -> list[str]:
+    """The registered forward ops (every one but the ``_backward`` ops), in the order of :func:`_op_order`."""
+    return sorted((n for n in op_names() if not n.endswith("_backward")), key=_op_order())
+
+
+def ops_named(cell: str) -> list[str]:
+    """The registered ops a cell names in backticks: ```im2col```, or a role's target such as
+    ``{func}`~customops.im2col```."""
+    registered = set(op_names())
+    found = re.findall(r"`~?(?:customops\.)?([A-Za-z_][A-Za-z0-9_]*)`", cell)
+    return list(dict.fromkeys(name for name in found if name in registered))
+
+
+def _families(package: str) -> list[ModuleType]:
+    from customops._families import family_modules
+
+    try:
+        concern = importlib.import_module(package)
+        return family_modules(concern.__name__, concern.__path__)
+    except ImportError as e:
+        raise RuntimeError(f"docs: the tables of {package} are read from its family modules, which did not import "
+                           f"({type(e).__name__}: {e}); the docs need what the package needs "
+                           "(for customops.onnx: pip install 'customops[onnx]')") from e
+
+
+def _family_rows(package: str, width: int) -> list[Row]:
+    """The DOC_ROWS of every family module of ``package``, a family's rows together, the families in op order."""
+    order = _op_order()
+    families = []
+    for family in _families(package):
+        rows = [tuple(row) for row in getattr(family, "DOC_ROWS", ())]
+        for row in rows:
+            if len(row) != width:
+                raise ValueError(f"docs: {family.__name__}.DOC_ROWS: a row of {len(row)} cells, the table has "
+                                 f"{width} columns: {row!r}")
+        named = [op for row in rows for op in ops_named(row[0])]
+        families.append((min(map(order, named), default=(float("inf"), "")), family.__name__, rows))
+    return [row for *_, rows in sorted(families) for row in rows]
+
+
+def _decomposed_ops(package: str) -> set[str]:
+    """Every op that a family module of ``package`` (customops.inductor) decomposes."""
+    return {name for family in _families(package)
+            for name in (family.OP, *getattr(family, "DECOMPOSITIONS", {}))}
+
+
+def _compile_rows(package: str, width: int, kept_why: str = "") -> list[Row]:
+    rows = _family_rows(package, width)
+    decomposed = _decomposed_ops(package)
+    kept = [op for op in forward_ops() if op not in decomposed]
+    if kept:
+        rows.append((", ".join(f"`{op}`" for op in kept), "kept", "—", kept_why))
+    return rows
+
+
+def _module_classes(module_name: str) -> dict[str, str]:
+    """op name -> the name of the class of ``module_name`` (customops.modules) that wraps it, found by its docstring,
+    which names the function it applies first (``:func:`customops.<op>```)."""
+    import torch
+
+    import customops
+
+    modules = importlib.import_module(module_name)
+    found: dict[str, str] = {}
+    for name, cls in vars(modules).items():
+        if name.startswith("_") or not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
+            continue
+        if cls.__module__ != modules.__name__ or getattr(customops, name, None) is not cls:
+            continue  # imported names, and classes customops does not export
+        match = re.search(r":func:`~?customops\.(\w+)`", cls.__doc__ or "")
+        if match:
+            if match.group(1) in found:
+                raise ValueError(f"docs: customops.{found[match.group(1)]} and customops.{name} both wrap "
+                                 f"customops.{match.group(1)} (by their docstrings)")
+            found[match.group(1)] = name
+    return found
+
+
+def _ops_rows(module_name: str, width: int) -> list[Row]:
+    import customops
+
+    module_of = _module_classes(module_name)
+    rows = []
+    for op in forward_ops():
+        function = getattr(customops, op, None)
+        if function is None:
+            raise ValueError(f"docs: registered op {op} has no function customops.{op} (customops/functional.py, "
+                             "exported from customops/__init__.py)")
+        overview = getattr(function, "overview", None)
+        if not overview:
+            raise ValueError(f"docs: customops.{op} has no overview, the operator table's text for it "
+                             "(customops/functional.py: @_overview(...) on the function)")
+        what = f"{{func}}`~customops.{op}`"
+        if op in module_of:
+            what += f", {{class}}`~customops.{module_of[op]}`"
+        rows.append((what, overview))
+    assert all(len(r) == width for r in rows)
+    return rows
+
+
+# Each table's header; the rows follow from it (their width) and from its source.
+HEADERS: dict[str, Row] = {
+    "sharding": ("op", "computed locally (one mesh dimension)"),
+    "func": ("op", "vmap rule", "forward-mode (jvp, jacfwd) formula"),
+    "onnx": ("customops op", "ONNX"),
+    "compile": ("op", "in compiled graphs", "compiled ratio, decomposed / kept (H100, 2026-11-26)", "why"),
+    "ops": ("op: function, module", "what"),
+}
+
+# Where each table's rows come from: the function that reads them, and the package (of family modules) or module
+# it reads.
+_SOURCES: dict[str, tuple[Callable[..., list[Row]], str]] = {
+    "sharding": (_family_rows, "customops.sharding"),
+    "func": (_family_rows, "customops.func"),
+    "onnx": (_family_rows, "customops.onnx"),
+    "compile": (_compile_rows, "customops.inductor"),
+    "ops": (_ops_rows, "customops.modules"),
+}
+
+
+def source_files(name: str) -> list[str]:
+    """The Python files table ``name`` is read from: a page that shows it is out of date when one changes."""
+    files = []
+    # Every table's order, and the ops table's text, come from functional.py too.
+    for module_name in (_SOURCES[name][1], "customops.functional"):
+        module = importlib.import_module(module_name)
+        if hasattr(module, "__path__"):
+            files += sorted(str(f) for d in module.__path__ for f in Path(d).glob("*.py"))
+        else:
+            files.append(module.__file__)
+    return files
+
+
+def table(name: str, **options: str) -> Table:
+    """The table ``name`` (one of :data:`HEADERS`); ``options`` go to its rows' source (``kept_why`` for
+    ``compile``)."""
+    if name not in HEADERS:
+        raise ValueError(f"docs: no table {name!r}; expected one of {', '.join(HEADERS)}")
+    headers = HEADERS[name]
+    read, source = _SOURCES[name]
+    return Table(headers, read(source, len(headers), **options))
