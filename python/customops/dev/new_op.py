@@ -1,0 +1,336 @@
+"""python -m customops.dev.new_op NAME --like OP: the skeleton of a new operator, from an existing one.
+
+    python -m customops.dev.new_op silu_mul --like quick_gelu [--class-name SiluMul] [--dry-run]
+
+An operator's code lives in its family's files, one per concern (FAMILY_PLACES), and in a few lines of the
+files every operator shares (SHARED_EDITS). The scaffold copies the files of OP's family under NAME, renaming
+OP's identifiers, and adds NAME's lines to the shared files after OP's. Where the copied code is OP's maths
+(the regions OP's files mark with ``scaffold:`` comments), it writes a stub and a TODO instead: the new op
+builds and every generic test runs over it at once, and the tests fail on the stubs until the maths is written.
+The walk-through is docs/design/adding_an_operator.md.
+
+OP must be the only operator of its family, and its files must mark its maths (quick_gelu's do); the scaffold
+refuses others rather than hand over a copy that passes its tests on OP's maths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+# Where a family's code lives, one place per concern; `{family}` is the family's name (the file stem of its
+# registration file). Each place is a file or a folder of files (kernels/cuda/<family>/). Python concerns are
+# the packages of python/customops that hold a module per family (they discover their modules).
+FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
+    ("kernels/{family}.h", "maths (scalar formulas shared by CPU and CUDA), argument checks, kernel declarations"),
+    ("kernels/cpu/{family}.cpp", "CPU kernels (compiled once per instruction set), or a folder kernels/cpu/{family}/"),
+    ("kernels/cuda/{family}/", "CUDA kernels"),
+    ("kernels/common/{family}.cpp", "host code the backends share (window plans, argument parsing), where needed"),
+    ("kernels/meta/{family}.cpp", "Meta kernels: output shapes, dtypes and strides"),
+    ("registration/{family}.cpp", "kernels per dispatch key, autograd (the backward and double backward), autocast"),
+    ("ops/include/customops/{family}.h", "C++ API declarations"),
+    ("ops/src/{family}.cpp", "C++ API: the ops called through the dispatcher"),
+    ("ops/src/{family}_ops.h", "typed operator handles shared by the C++ API and the autograd kernels, where needed"),
+    ("python/customops/func/{family}.py", "torch.func: vmap rules and forward-mode formulas"),
+    ("python/customops/sharding/{family}.py", "DTensor sharding rules"),
+    ("python/customops/onnx/{family}.py", "ONNX translation"),
+    ("python/customops/inductor/{family}.py", "Inductor decomposition (where it is faster; else no file)"),
+    ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite) decomposition or lowering"),
+    ("tests/python/op_db/{family}.py", "the OpInfo: reference, samples, errors, strategies, fuzz call, cost"),
+)
+
+# The lines every operator adds to files all operators share.
+SHARED_EDITS: Tuple[Tuple[str, str], ...] = (
+    ("registration/schemas.cpp", "the schemas of the op and its backward op (one place for every schema)"),
+    ("python/customops/functional.py", "the Python function (its docstring is the API page)"),
+    ("python/customops/modules.py", "the nn.Module"),
+    ("python/customops/__init__.py", "the function's and module's exports"),
+    ("ops/include/customops/ops.h", "the C++ header's include"),
+)
+
+_MARK = re.compile(r"^(?P<indent>\s*)(?P<comment>//|#) scaffold: (?P<what>[^|]*?)\s*\|\s*(?P<stub>.*?)\s*$")
+_END = re.compile(r"^\s*(//|#) scaffold-end\s*$")
+
+
+def camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+@dataclass
+class Plan:
+    root: Path
+    like: str
+    name: str
+    family: str  # the like op's family (its registration file's stem)
+    class_name: str
+    like_class: str
+    writes: Dict[Path, str] = field(default_factory=dict)  # path -> new content (new files and shared edits)
+    todos: List[str] = field(default_factory=list)
+
+
+def find_root(start: Optional[Path] = None) -> Path:
+    here = (start or Path(__file__)).resolve()
+    for parent in [here, *here.parents]:
+        if (parent / "registration" / "schemas.cpp").is_file() and (parent / "python" / "customops").is_dir():
+            return parent
+    raise SystemExit("customops.dev.new_op works on a source checkout of customops (with registration/schemas.cpp); "
+                     "run it from one, or pass --root")
+
+
+def family_of(root: Path, op: str) -> str:
+    """The family of `op`: the registration file that registers its kernels."""
+    pattern = re.compile(r'm\.impl\("' + re.escape(op) + r'"')
+    owners = [p.stem for p in sorted((root / "registration").glob("*.cpp")) if pattern.search(p.read_text())]
+    if not owners:
+        raise SystemExit(f"--like {op}: no registration/<family>.cpp registers kernels of '{op}'")
+    family = owners[0]
+    ops = set(re.findall(r'm\.impl\("(\w+?)(?:_backward)?"', (root / "registration" / f"{family}.cpp").read_text()))
+    if ops != {op}:
+        raise SystemExit(f"--like {op}: its family '{family}' holds several operators ({', '.join(sorted(ops))}); "
+                         "start from an operator that is alone in its family (quick_gelu, upsample_bilinear2d, "
+                         "trilinear_interpolation)")
+    return family
+
+
+def family_files(root: Path, family: str) -> List[Path]:
+    """Every file of `family` in the places of FAMILY_PLACES (folders expanded), relative to root."""
+    out = []
+    for pattern, _ in FAMILY_PLACES:
+        candidates = [pattern.format(family=family)]
+        if pattern.startswith("kernels/cpu/"):
+            candidates.append(f"kernels/cpu/{family}/")
+        for rel in candidates:
+            path = root / rel
+            if rel.endswith("/") and path.is_dir():
+                out += sorted(p.relative_to(root) for p in path.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+            elif path.is_file():
+                out.append(path.relative_to(root))
+    return out
+
+
+def renamer(plan: Plan):
+    pairs = [(plan.like, plan.name), (plan.like.upper(), plan.name.upper()), (camel(plan.like), camel(plan.name))]
+    if plan.like_class not in (camel(plan.like),):
+        pairs.append((plan.like_class, plan.class_name))
+    word = None
+    if plan.family != plan.like:
+        # The family's own name where it is not the op's: file names, namespaces, "the upsample family".
+        word = re.compile(r"(?<![A-Za-z0-9_])" + re.escape(plan.family) + r"(?![A-Za-z0-9])")
+
+    def rename(text: str) -> str:
+        for old, new in pairs:
+            text = text.replace(old, new)
+        return word.sub(plan.name, text) if word else text
+
+    return rename
+
+
+def stub_regions(text: str, where: str, plan: Plan) -> str:
+    """Replaces each `scaffold:` region (the like op's maths) by its stub and a TODO."""
+    lines, out, i = text.splitlines(keepends=True), [], 0
+    while i < len(lines):
+        m = _MARK.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and not _END.match(lines[end]):
+            end += 1
+        if end == len(lines):
+            raise SystemExit(f"{where}:{i + 1}: a 'scaffold:' region without its 'scaffold-end' line")
+        indent, comment = m["indent"], m["comment"]
+        out.append(f"{indent}{comment} TODO({plan.name}): {m['what']}\n")
+        if m["stub"]:
+            out.append(f"{indent}{m['stub']}\n")
+        plan.todos.append(f"{where}:{len(out)}: {m['what']}")
+        i = end + 1
+    return "".join(out)
+
+
+def strip_markers(text: str) -> str:
+    """The like op's markers are not the new op's: its maths has none until someone writes it."""
+    return "".join(line for line in text.splitlines(keepends=True) if not (_MARK.match(line) or _END.match(line)))
+
+
+def _block(source: str, node: ast.AST) -> Tuple[int, int]:
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
+    return start, node.end_lineno
+
+
+def _replace_docstring(lines: List[str], node: ast.AST, offset: int, text: str) -> List[str]:
+    doc = node.body[0]
+    if not (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)):
+        return lines
+    indent = " " * doc.col_offset
+    first, last = doc.lineno - 1 - offset, doc.end_lineno - offset
+    return lines[:first] + [f'{indent}"""{text}"""\n'] + lines[last:]
+
+
+def copy_definition(plan: Plan, rel: str, kind: type, match, doc: str) -> None:
+    """Appends to `rel` a renamed copy of the like op's function or class there, its docstring a TODO."""
+    path = plan.root / rel
+    source = plan.writes.get(path) or path.read_text()
+    tree = ast.parse(source)
+    nodes = [n for n in tree.body if isinstance(n, kind) and match(n)]
+    if len(nodes) != 1:
+        raise SystemExit(f"{rel}: expected one definition for {plan.like}, found {len(nodes)}")
+    start, end = _block(source, nodes[0])
+    lines = source.splitlines(keepends=True)[start:end]
+    lines = _replace_docstring(lines, nodes[0], start, doc)
+    plan.todos.append(f"{rel}: {doc.split(': ', 1)[1]}")
+    # The operator table's line (functional.py's @_overview) is the like op's too.
+    text = re.sub(r"@_overview\((?:.|\n)*?\)\n(?=def )",
+                  f'@_overview("TODO({plan.name}): its line in the operator table of the docs")\n', "".join(lines))
+    body = renamer(plan)(strip_markers(text))
+    plan.writes[path] = source.rstrip("\n") + "\n\n\n" + body
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(node))
+
+
+def module_class(root: Path, like: str) -> str:
+    tree = ast.parse((root / "python/customops/modules.py").read_text())
+    found = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and _calls(n, like)]
+    if len(found) != 1:
+        raise SystemExit(f"python/customops/modules.py: expected one module calling {like}, found {found}")
+    return found[0]
+
+
+def add_schemas(plan: Plan) -> None:
+    path = plan.root / "registration/schemas.cpp"
+    text = plan.writes.get(path) or path.read_text()
+    statements = re.findall(r'^\s*m\.def\("' + re.escape(plan.like) + r'(?:_backward)?\(.*?\);\n', text, re.M | re.S)
+    if not statements:
+        raise SystemExit(f"registration/schemas.cpp: no schema of {plan.like}")
+    lib = text.index("TORCH_LIBRARY(customops, m) {")
+    close = text.index("\n}\n", lib)
+    new = "\n  // TODO({0}): the schemas' arguments.\n".format(plan.name) + "".join(renamer(plan)(s) for s in statements)
+    plan.writes[path] = text[:close] + "\n" + new.rstrip("\n") + text[close:]
+    plan.todos.append(f"registration/schemas.cpp: the schemas of {plan.name} and {plan.name}_backward")
+
+
+def add_include(plan: Plan) -> None:
+    path = plan.root / "ops/include/customops/ops.h"
+    text = path.read_text()
+    includes = sorted(set(re.findall(r"#include <customops/\w+\.h>\n", text)) | {f"#include <customops/{plan.name}.h>\n"})
+    first = text.index("#include <customops/")
+    last = text.rindex("#include <customops/")
+    last = text.index("\n", last) + 1
+    plan.writes[path] = text[:first] + "".join(includes) + text[last:]
+
+
+def _names_in(node: ast.AST) -> List[str]:
+    if isinstance(node, ast.ImportFrom):
+        return [a.name for a in node.names]
+    return [e.value for e in node.value.elts]
+
+
+def add_exports(plan: Plan) -> None:
+    path = plan.root / "python/customops/__init__.py"
+    text = path.read_text()
+    tree = ast.parse(text)
+    lines = text.splitlines(keepends=True)
+    edits = []
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module in ("functional", "modules") and node.level == 1:
+            added = plan.name if node.module == "functional" else plan.class_name
+            names = sorted(set(_names_in(node)) | {added})
+            edits.append((node, _wrap(f"from .{node.module} import (", names, ")", quote=False)))
+        elif isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
+            names = sorted(set(_names_in(node)) | {plan.name, plan.class_name})
+            edits.append((node, _wrap("__all__ = [", names, "]", quote=True, hang=True)))
+    for node, new in sorted(edits, key=lambda e: -e[0].lineno):
+        lines[node.lineno - 1:node.end_lineno] = [new]
+    plan.writes[path] = "".join(lines)
+
+
+def _wrap(head: str, names: List[str], tail: str, quote: bool, hang: bool = False, width: int = 116) -> str:
+    items = [f'"{n}"' if quote else n for n in names]
+    if hang:
+        out, line = [head + "\n"], "   "
+        for item in items:
+            if len(line) + len(item) + 2 > width:
+                out.append(line.rstrip() + "\n")
+                line = "   "
+            line += f" {item},"
+        return "".join(out) + line.rstrip() + "\n" + tail + "\n"
+    indent = " " * len(head)
+    out, line = [], head
+    for i, item in enumerate(items):
+        piece = item + (", " if i < len(items) - 1 else "")
+        if len(line) + len(piece) > width:
+            out.append(line.rstrip() + "\n")
+            line = indent
+        line += piece
+    return "".join(out) + line + tail + "\n"
+
+
+def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarked_maths: bool = False) -> Plan:
+    """What the scaffold writes. `unmarked_maths` copies a family whose files mark no maths (the copy then computes
+    the model op's maths under the new name, and passes its tests): for checking the renaming alone."""
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name.endswith("_backward"):
+        raise SystemExit(f"NAME must be a lower-case identifier not ending in _backward, got {name!r}")
+    schemas = (root / "registration/schemas.cpp").read_text()
+    if re.search(r'm\.def\("' + re.escape(name) + r'\(', schemas) or (root / f"registration/{name}.cpp").exists():
+        raise SystemExit(f"'{name}' exists already")
+    family = family_of(root, like)
+    plan = Plan(root, like, name, family, class_name or camel(name), module_class(root, like))
+    rename = renamer(plan)
+    files = family_files(root, family)
+    reference = root / f"tests/python/op_db/{family}.py"
+    if not unmarked_maths and not any(_MARK.match(line) for line in reference.read_text().splitlines()):
+        raise SystemExit(f"--like {like}: its files mark no maths with 'scaffold:' regions yet, so the new op would "
+                         f"compute {like}'s maths and pass its tests; start from quick_gelu, or mark {like}'s "
+                         "maths first (docs/design/adding_an_operator.md)")
+    for rel in files:
+        new_rel = Path(rename(str(rel)))
+        target = root / new_rel
+        if target.exists():
+            raise SystemExit(f"{new_rel} exists already")
+        plan.writes[target] = rename(stub_regions((root / rel).read_text(), str(new_rel), plan))
+    add_schemas(plan)
+    copy_definition(plan, "python/customops/functional.py", ast.FunctionDef, lambda n: n.name == like,
+                    f"TODO({name}): what {name} computes, its arguments and result; this docstring is its API page.")
+    copy_definition(plan, "python/customops/modules.py", ast.ClassDef, lambda n: n.name == plan.like_class,
+                    f"TODO({name}): :func:`customops.{name}` as a module.")
+    add_exports(plan)
+    add_include(plan)
+    return plan
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m customops.dev.new_op", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("name", help="the new operator's name (lower case, e.g. silu_mul)")
+    p.add_argument("--like", required=True, help="the operator to start from, e.g. quick_gelu")
+    p.add_argument("--class-name", help="the nn.Module's name (default: the name in CamelCase)")
+    p.add_argument("--root", type=Path, help="the source checkout (default: the one this package is in)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be written, write nothing")
+    args = p.parse_args(argv)
+    root = args.root.resolve() if args.root else find_root()
+    plan = plan_op(root, args.name, args.like, args.class_name)
+    for path, text in plan.writes.items():
+        rel = path.relative_to(root)
+        verb = "edit" if path.exists() else "new "
+        print(f"{verb} {rel}")
+        if not args.dry_run:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    print(f"\n{len(plan.todos)} TODOs (the stubs the tests reject until the maths is written):")
+    for todo in plan.todos:
+        print(f"  {todo}")
+    if not args.dry_run:
+        print("\nNext: build (scripts/build.sh), then run the generic tests over the new op: "
+              f"python -m pytest tests/python -k {args.name}; docs/design/adding_an_operator.md walks the rest.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""The operator scaffold (python -m customops.dev.new_op): what it would write for a new op, started from each
+operator that is alone in its family, and the guide that walks it (docs/design/adding_an_operator.md). The
+scaffold writes nothing here (plan_op plans; main writes); the build of a scaffolded op is in the guide."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from customops.dev import new_op
+
+ROOT = Path(__file__).resolve().parents[2]
+NAME = "scaffold_probe"
+SINGLE = ["quick_gelu", "upsample_bilinear2d", "trilinear_interpolation"]
+
+
+def _new_files(plan):
+    return {p: t for p, t in plan.writes.items() if not p.exists()}
+
+
+@pytest.mark.parametrize("like", SINGLE)
+def test_every_family_file_gets_a_renamed_copy(like):
+    # Renaming alone: the families other than quick_gelu's mark no maths yet (the next test).
+    plan = new_op.plan_op(ROOT, NAME, like, None, unmarked_maths=True)
+    family = new_op.family_of(ROOT, like)
+    originals = new_op.family_files(ROOT, family)
+    new = _new_files(plan)
+    assert len(originals) >= 10  # headers, kernels per key, registration, C++ API, Python concerns, OpInfo
+    assert sorted(p.relative_to(ROOT).as_posix() for p in new) == sorted(
+        re.sub(rf"(?<![A-Za-z0-9_]){re.escape(family)}(?![A-Za-z0-9])", NAME, str(p.as_posix()).replace(like, NAME))
+        for p in originals)
+    old_word = re.compile(rf"(?<![A-Za-z0-9_])({re.escape(like)}|{re.escape(family)})(?![A-Za-z0-9])")
+    for path, text in new.items():
+        assert not old_word.search(text), f"{path}: {like} left in {old_word.search(text)[0]!r}"
+        assert "scaffold:" not in text and "scaffold-end" not in text, path
+        if path.suffix == ".py":
+            ast.parse(text, str(path))
+    for place in (f"registration/{NAME}.cpp", f"kernels/meta/{NAME}.cpp", f"tests/python/op_db/{NAME}.py"):
+        assert ROOT / place in new
+
+
+def test_quick_gelu_maths_become_stubs_the_tests_reject():
+    plan = new_op.plan_op(ROOT, NAME, "quick_gelu", None)
+    text = {p.relative_to(ROOT).as_posix(): t for p, t in plan.writes.items()}
+    header = text[f"kernels/{NAME}.h"]
+    assert f"// TODO({NAME}): the forward formula" in header and "return x;" in header
+    assert "exp(" not in header  # quick_gelu's formula is gone
+    assert "exp_u20" not in text[f"kernels/cpu/{NAME}.cpp"]
+    assert "at::sigmoid" not in text[f"registration/{NAME}.cpp"]
+    for concern in ("func", "inductor", "onnx"):
+        assert f'raise NotImplementedError("TODO({NAME})")' in text[f"python/customops/{concern}/{NAME}.py"]
+    assert f'raise NotImplementedError("TODO({NAME})")' in text[f"tests/python/op_db/{NAME}.py"]
+    # The shared files: the schemas, the function (its docs line a TODO), the module, the exports, the include.
+    schemas = text["registration/schemas.cpp"]
+    assert f'm.def("{NAME}(Tensor x) -> Tensor", pt2);' in schemas
+    assert f'm.def("{NAME}_backward(Tensor grad_out, Tensor x) -> Tensor", pt2);' in schemas
+    functional = text["python/customops/functional.py"]
+    assert f"def {NAME}(x: Tensor) -> Tensor:" in functional and f'@_overview("TODO({NAME})' in functional
+    assert "class ScaffoldProbe(nn.Module):" in text["python/customops/modules.py"]
+    exports = ast.parse(text["python/customops/__init__.py"])
+    names = {a.name for n in exports.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    assert {NAME, "ScaffoldProbe"} <= names
+    assert f"#include <customops/{NAME}.h>" in text["ops/include/customops/ops.h"]
+    assert len(plan.todos) >= 14
+
+
+def test_refusals():
+    with pytest.raises(SystemExit, match="mark no maths"):
+        new_op.plan_op(ROOT, NAME, "trilinear_interpolation", None)
+    with pytest.raises(SystemExit, match="several operators"):
+        new_op.plan_op(ROOT, NAME, "depthwise_conv2d", None)
+    with pytest.raises(SystemExit, match="exists already"):
+        new_op.plan_op(ROOT, "quick_gelu", "trilinear_interpolation", None)
+    with pytest.raises(SystemExit, match="lower-case identifier"):
+        new_op.plan_op(ROOT, "SiluMul", "quick_gelu", None)
+    with pytest.raises(SystemExit, match="no registration"):
+        new_op.plan_op(ROOT, NAME, "not_an_op", None)
+
+
+def test_the_guide_names_every_place_the_scaffold_writes():
+    guide = (ROOT / "docs/design/adding_an_operator.md").read_text()
+    missing = [place for place, _ in new_op.FAMILY_PLACES + new_op.SHARED_EDITS if f"`{place}`" not in guide]
+    assert not missing, f"docs/design/adding_an_operator.md does not name {missing}"
+    assert "python -m customops.dev.new_op" in guide
