@@ -2,9 +2,9 @@
 Python threads at once (the ops release the GIL while they run), and on CUDA
 from several streams at once, must give what the same calls give one after
 another. On the CPU the kernels promise results that do not depend on the
-thread count, so the comparison is bit for bit; on CUDA too, except where
-cuBLAS computes (conv2d's explicit path), whose reductions may differ between
-streams.
+thread count, so the comparison is bit for bit; on CUDA too, except for the
+ops whose OpInfo says otherwise (cuda_concurrent_bitwise: where cuBLAS computes,
+as in conv2d's explicit path, whose reductions may differ between streams).
 
 What this guards: state shared between calls (static caches, plans,
 workspaces, events) that a second caller would overwrite while the first still
@@ -109,10 +109,6 @@ def test_threads_run_autograd_concurrently(op):
             _same(got, serial[i], True, f"{op} autograd: {calls[i][0]}")
 
 
-def _cublas(op: OpInfo) -> bool:
-    return op.name == "conv2d"
-
-
 @requires_cuda
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
 @pytest.mark.parametrize("op", OP_DB, ids=str)
@@ -136,7 +132,7 @@ def test_cuda_streams_give_the_serial_results(op, dtype):
     torch.cuda.synchronize()
     for results in all_results:
         for i, got in results:
-            _same(got, serial[i], not _cublas(op), f"{op} on a side stream: {calls[i][0]}")
+            _same(got, serial[i], op.cuda_concurrent_bitwise, f"{op} on a side stream: {calls[i][0]}")
 
 
 @requires_cuda
@@ -157,4 +153,4 @@ def test_cuda_streams_from_one_thread(op):
         torch.cuda.current_stream().wait_stream(s)
     torch.cuda.synchronize()
     for i, got in results:
-        _same(got, serial[i], not _cublas(op), f"{op} round-robin: {calls[i][0]}")
+        _same(got, serial[i], op.cuda_concurrent_bitwise, f"{op} round-robin: {calls[i][0]}")

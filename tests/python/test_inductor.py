@@ -135,18 +135,21 @@ def test_decompositions_join_inductor_when_it_loads(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
-def test_deterministic_algorithms_keep_the_gathering_resize_backward():
-    # The decomposed backward adds with atomics; torch.use_deterministic_algorithms(True) must keep our kernel.
-    op = next(op for op in DECOMPOSED_OPS if op.name == "upsample_bilinear2d")
+@pytest.mark.parametrize("op", [op for op in DECOMPOSED_OPS if op.atomic_backward_decomposition], ids=str)
+def test_deterministic_algorithms_keep_the_backward_op(op: OpInfo):
+    # The decomposed backward adds with atomics; torch.use_deterministic_algorithms(True) must keep our kernel,
+    # while the forward stays decomposed.
     sample = next(s for s in op.sample_inputs("cpu", torch.float32, False) if s.tensors()[0].numel() > 8)
-    before = torch.are_deterministic_algorithms_enabled()
+    before, decomposed = torch.are_deterministic_algorithms_enabled(), inductor.decomposed()[op.name]
     torch.use_deterministic_algorithms(True)
+    inductor.set_decomposed(op.name, True)
     try:
         with torch._inductor.config.patch(force_disable_caches=True):
             code, _, _ = _compiled_code(op, sample)
     finally:
+        inductor.set_decomposed(op.name, decomposed)
         torch.use_deterministic_algorithms(before)
         torch._dynamo.reset()
     calls = "\n".join(code)
-    assert "torch.ops.customops.upsample_bilinear2d_backward.default(" in calls
-    assert "torch.ops.customops.upsample_bilinear2d.default(" not in calls
+    assert f"torch.ops.customops.{op.name}_backward.default(" in calls
+    assert f"torch.ops.customops.{op.name}.default(" not in calls

@@ -8,7 +8,8 @@ with each of its kernel options (XNNPACK, builtin, reference), against eager PyT
 Each converted model's operators are checked too: one RESIZE_BILINEAR with the coordinate mode's flags per
 resize, DEPTHWISE_CONV_2D for depthwise layers, nothing outside TF-Lite's builtins. To keep CI time down, one
 conversion holds all of an op's samples (one output per sample), as in test_onnx.py. What TF-Lite cannot hold
-(empty tensors, col2im, unbatched images through onnx2tf) must be reported as ``unsupported``.
+(empty tensors, the ops of no TF-Lite form, unbatched images through onnx2tf: OpInfo's converts_to_tflite and
+takes_image) must be reported as ``unsupported``.
 
 The scripts set CUSTOMOPS_REQUIRE_TFLITE_TEST / CUSTOMOPS_REQUIRE_LITERT_TEST where they installed the
 converter: these tests then fail instead of skipping when it is missing.
@@ -75,10 +76,9 @@ def _representable(op: OpInfo, sample, converter: str) -> bool:
     tensors = [a for a in sample.args if isinstance(a, torch.Tensor)]
     if any(t.numel() == 0 for t in tensors):
         return False
-    if op.name == "col2im":
+    if not op.converts_to_tflite:
         return False
-    images = ("conv2d", "depthwise_conv2d", "upsample_bilinear2d", "im2col")
-    return not (converter == "onnx2tf" and op.name in images and tensors[0].dim() == 3)
+    return not (converter == "onnx2tf" and op.takes_image and tensors[0].dim() == 3)
 
 
 @pytest.mark.parametrize("converter", CONVERTERS)

@@ -55,6 +55,33 @@ For test_onnx.py:
 - ``onnx_nodes(sample)``: the ONNX nodes, [(op type, attributes it must have)],
   on the path to the sample's output in its export.
 
+For test_concurrency.py and test_torchscript_cpp.py (calls from several threads and CUDA streams at once):
+
+- ``cuda_concurrent_bitwise``: its CUDA results are the same bits whichever
+  stream or host thread computes them, as the kernels promise. False where a
+  library computes part of the op with reductions that may differ between
+  streams and between host threads, which get handles and workspaces of their
+  own (cuBLAS, in conv2d's explicit path): the results are then compared within
+  a tolerance instead of bit for bit.
+
+For test_tflite.py:
+
+- ``converts_to_tflite``: False where no TF-Lite model can hold the op, through
+  either converter (col2im: customops.deploy.tflite.unsupported says why); its
+  samples must then be reported as unsupported, never converted into something
+  else,
+- ``takes_image``: the first tensor argument is an image, (N, C, H, W) or
+  unbatched (C, H, W). onnx2tf takes a rank-3 input for a batch of 1-D signals,
+  so such an op's unbatched samples must be reported as unsupported through it;
+  other ops' rank-3 tensors (trilinear's (N, 8, F) features) convert as they are.
+
+For test_inductor.py:
+
+- ``atomic_backward_decomposition``: the Inductor decomposition of its backward
+  (customops.inductor) adds with atomics, whose order varies from run to run;
+  under torch.use_deterministic_algorithms(True) compiled graphs must keep the
+  registered <name>_backward op instead.
+
 For distributed_checks.py (test_distributed.py):
 
 - ``sharding_cases(rnd)``: DTensor cases of the op and its backward op, as

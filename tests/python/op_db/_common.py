@@ -71,6 +71,10 @@ class OpInfo:
     property_tolerance: Optional[Callable[[Any, torch.dtype, tuple[float, float]], tuple[float, float]]] = None
     gradient_term_scales: Optional[Callable[[list, torch.Tensor], list]] = None
     fuzz_wrapper_args: Optional[Callable[[random.Random, list], None]] = None
+    cuda_concurrent_bitwise: bool = True
+    converts_to_tflite: bool = True
+    takes_image: bool = False
+    atomic_backward_decomposition: bool = False
 
     @property
     def overload(self) -> Any:

@@ -467,6 +467,10 @@ CONV2D = OpInfo(
     autocast="lower_precision",
     autocast_samples=_conv_autocast_samples(depthwise=False),
     keeps_memory_format=True,
+    takes_image=True,
+    # The explicit path's matrix products are cuBLAS's, whose reductions may differ between streams and between
+    # host threads (each gets a handle of its own).
+    cuda_concurrent_bitwise=False,
     cases=_conv2d_cases,
     property_cost=1.0,
     fuzz_call=_conv_fuzz_call(depthwise=False),
@@ -488,6 +492,7 @@ DEPTHWISE_CONV2D = OpInfo(
     autocast="lower_precision",
     autocast_samples=_conv_autocast_samples(depthwise=True),
     keeps_memory_format=True,
+    takes_image=True,
     cases=_depthwise_conv2d_cases,
     property_cost=1.0,
     fuzz_call=_conv_fuzz_call(depthwise=True),

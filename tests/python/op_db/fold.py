@@ -260,6 +260,7 @@ IM2COL = OpInfo(
     backward_args=lambda sample, grad: (grad, tuple(sample.args[0].shape[-2:]), *(
         sample.kwargs[k] for k in ("kernel_size", "dilation", "padding", "stride"))),
     autocast_samples=_low_precision_first_input(_im2col_samples),
+    takes_image=True,
     cases=_im2col_cases,
     property_cost=1.0,
     fuzz_call=_fold_fuzz_call(image_first=True),
@@ -278,6 +279,9 @@ COL2IM = OpInfo(
     backward_args=lambda sample, grad: (grad, *(sample.kwargs[k] for k in ("kernel_size", "dilation", "padding",
                                                                             "stride"))),
     autocast_samples=_low_precision_first_input(_col2im_samples),
+    # Through ONNX it is Col2Im, of opset 18, past the 17 at which onnx2tf keeps resize modes; litert-torch
+    # makes it a scatter-add, which TF-Lite's kernels refuse.
+    converts_to_tflite=False,
     cases=_col2im_cases,
     property_cost=1.0,
     fuzz_call=_fold_fuzz_call(image_first=False),
