@@ -8,6 +8,8 @@
     a per-operator table of the user guide and design pages, from what the package's modules declare
     (``customops_tables.py`` says where each table's rows come from). Option ``:kept-why:`` (table ``compile``):
     why the ops that Inductor does not decompose stay whole.
+``customops-op-api functions|modules``
+    the API page's autodoc entry of every op's function, or of every op's module.
 
 The first two read the dispatcher of this process, so the tables always match the library the site was built with
 (its version and torch are stated under each table); nothing is copied by hand. ``conf.py`` has imported
@@ -140,8 +142,30 @@ class OpTableDirective(SphinxDirective):
         return parent.children
 
 
+class OpApiDirective(SphinxDirective):
+    """The autodoc entries of every op's function (argument ``functions``) or module (``modules``), in op order
+    (``customops_tables.api_objects``), so that the API page lists a new op without an edit."""
+
+    has_content = False
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        directive = {"functions": "autofunction", "modules": "autoclass"}.get(self.arguments[0])
+        if directive is None:
+            raise self.error(f"customops-op-api: expected 'functions' or 'modules', got {self.arguments[0]!r}")
+        for path in customops_tables.source_files("ops"):
+            self.env.note_dependency(path)
+        # reStructuredText inside the Markdown page, as the page's own autodoc entries are written.
+        lines = ["```{eval-rst}", *(f".. {directive}:: {name}" for name in customops_tables.api_objects(
+            self.arguments[0])), "```"]
+        parent = nodes.Element()
+        self.state.nested_parse(StringList(lines, source=self.get_source_info()[0]), self.content_offset, parent)
+        return parent.children
+
+
 def setup(app: Sphinx) -> dict:
     app.add_directive("customops-schemas", SchemasDirective)
     app.add_directive("customops-dispatch-keys", DispatchKeysDirective)
     app.add_directive("customops-op-table", OpTableDirective)
+    app.add_directive("customops-op-api", OpApiDirective)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

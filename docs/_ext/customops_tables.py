@@ -173,6 +173,17 @@ def _ops_rows(module_name: str, width: int) -> list[Row]:
     return rows
 
 
+def api_objects(kind: str) -> list[str]:
+    """The dotted names the API page documents for every registered forward op, in op order: ``functions``
+    (``customops.<op>``) or ``modules`` (the class of customops.modules that wraps each, where there is one)."""
+    if kind == "functions":
+        return [f"customops.{op}" for op in forward_ops()]
+    if kind == "modules":
+        module_of = _module_classes("customops.modules")
+        return [f"customops.{module_of[op]}" for op in forward_ops() if op in module_of]
+    raise ValueError(f"docs: expected 'functions' or 'modules', got {kind!r}")
+
+
 # Each table's header; the rows follow from it (their width) and from its source.
 HEADERS: dict[str, Row] = {
     "sharding": ("op", "computed locally (one mesh dimension)"),

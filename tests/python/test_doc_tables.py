@@ -73,3 +73,13 @@ def test_every_table_is_on_a_page(name):
     pages = [p for p in (ROOT / "docs").rglob("*.md")
              if re.search(r"^```\{customops-op-table\} " + re.escape(name) + r"\s*$", p.read_text(), re.M)]
     assert pages, f"no docs page shows the {name} table (```{{customops-op-table}} {name}```)"
+
+
+def test_the_api_page_documents_every_op_function_and_module():
+    functions = customops_tables.api_objects("functions")
+    assert functions == [f"customops.{op}" for op in customops_tables.forward_ops()]
+    modules = customops_tables.api_objects("modules")
+    assert len(modules) == len(set(modules)) and modules, modules
+    page = (ROOT / "docs" / "guide" / "api.md").read_text()
+    for kind in ("functions", "modules"):
+        assert re.search(r"^```\{customops-op-api\} " + kind + r"\s*$", page, re.M), kind
