@@ -115,7 +115,7 @@ def family_files(root: Path, family: str) -> List[Path]:
 
 def renamer(plan: Plan):
     pairs = [(plan.like, plan.name), (plan.like.upper(), plan.name.upper()), (camel(plan.like), camel(plan.name))]
-    if plan.like_class not in (camel(plan.like),):
+    if plan.like_class != camel(plan.like):
         pairs.append((plan.like_class, plan.class_name))
     word = None
     if plan.family != plan.like:
@@ -158,7 +158,7 @@ def strip_markers(text: str) -> str:
     return "".join(line for line in text.splitlines(keepends=True) if not (_MARK.match(line) or _END.match(line)))
 
 
-def _block(source: str, node: ast.AST) -> Tuple[int, int]:
+def _block(node: ast.AST) -> Tuple[int, int]:
     start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
     return start, node.end_lineno
 
@@ -180,7 +180,7 @@ def copy_definition(plan: Plan, rel: str, kind: type, match, doc: str) -> None:
     nodes = [n for n in tree.body if isinstance(n, kind) and match(n)]
     if len(nodes) != 1:
         raise SystemExit(f"{rel}: expected one definition for {plan.like}, found {len(nodes)}")
-    start, end = _block(source, nodes[0])
+    start, end = _block(nodes[0])
     lines = source.splitlines(keepends=True)[start:end]
     lines = _replace_docstring(lines, nodes[0], start, doc)
     plan.todos.append(f"{rel}: {doc.split(': ', 1)[1]}")

@@ -91,17 +91,12 @@ For distributed_checks.py (test_distributed.py):
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+from customops._families import family_modules
 
 from ._common import DEFAULT_TOLERANCES, FLOATING, ErrorInput, OpInfo, SampleInput, SideBySide
 
 __all__ = ["DEFAULT_TOLERANCES", "FLOATING", "ErrorInput", "OP_DB", "OpInfo", "SampleInput", "SideBySide"]
 
 
-def _family_modules() -> list:
-    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
-    return [importlib.import_module(f"{__name__}.{name}") for name in names]
-
-
-OP_DB: list[OpInfo] = [op for module in _family_modules() for op in module.OPS]
+# Found as the package's concerns find theirs (customops._families).
+OP_DB: list[OpInfo] = [op for module in family_modules(__name__, __path__) for op in module.OPS]
