@@ -5,9 +5,22 @@
 # applies to customops). CPU_CAPABILITY also names at::vec's inline namespace,
 # which keeps the two builds of its templates apart.
 
-set(CUSTOMOPS_CPU_CAPABILITIES DEFAULT)
+set(_customops_cpu_capabilities DEFAULT)
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-  list(APPEND CUSTOMOPS_CPU_CAPABILITIES AVX2)
+  list(APPEND _customops_cpu_capabilities AVX2)
+endif()
+# DEFAULT alone builds in half the time and runs everywhere (at the speed of ATEN_CPU_CAPABILITY=default); the
+# sanitized build takes it, with ATen told to match (scripts/sanitize.sh), so that that path is tested too.
+set(CUSTOMOPS_CPU_CAPABILITIES "${_customops_cpu_capabilities}" CACHE STRING
+    "CPU kernel variants to build: DEFAULT, plus AVX2 on x86-64")
+foreach(cap IN LISTS CUSTOMOPS_CPU_CAPABILITIES)
+  if(NOT cap IN_LIST _customops_cpu_capabilities)
+    message(FATAL_ERROR "customops: CUSTOMOPS_CPU_CAPABILITIES has ${cap}; this processor takes: "
+                        "${_customops_cpu_capabilities}")
+  endif()
+endforeach()
+if(NOT "DEFAULT" IN_LIST CUSTOMOPS_CPU_CAPABILITIES)
+  message(FATAL_ERROR "customops: CUSTOMOPS_CPU_CAPABILITIES must include DEFAULT (the kernels of any processor)")
 endif()
 set(CUSTOMOPS_CPU_FLAGS_DEFAULT "")
 set(CUSTOMOPS_CPU_FLAGS_AVX2 -mavx2 -mfma -mf16c)

@@ -2,7 +2,7 @@
 // at::convolution_backward.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <customops/ops.h>
 

@@ -1,7 +1,7 @@
 // im2col/col2im through the C++ API against ATen's own at::im2col/at::col2im.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/types.h>
 
 #include <customops/ops.h>
 

@@ -2,7 +2,8 @@
 // ATen's own resize and a plain-ATen trilinear formula.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 #include <customops/ops.h>
 

@@ -1,7 +1,8 @@
 // The C++ API against a plain ATen reference, on CPU and (when present) CUDA.
 #include <gtest/gtest.h>
 #include <torch/cuda.h>
-#include <torch/torch.h>
+#include <torch/autograd.h>
+#include <torch/types.h>
 
 #include <customops/ops.h>
 
