@@ -2,5 +2,5 @@
 
     python -m customops.benchmark [--device cuda] [--markdown docs/x.md] [--plot docs/x.png]
 
-The cases live in customops.benchmark.table (one entry per operator).
+The cases live in customops.benchmark.ops, one module per family (customops.benchmark.table gathers them).
 """

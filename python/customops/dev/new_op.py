@@ -42,6 +42,7 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("python/customops/inductor/{family}.py", "Inductor decomposition (where it is faster; else no file)"),
     ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite) decomposition or lowering"),
     ("tests/python/op_db/{family}.py", "the OpInfo: reference, samples, errors, strategies, fuzz call, cost"),
+    ("python/customops/benchmark/ops/{family}.py", "benchmark cases against PyTorch (eager, compiled) and the demo"),
 )
 
 # The lines every operator adds to files all operators share.
