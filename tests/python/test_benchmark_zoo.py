@@ -41,3 +41,10 @@ def test_host_benchmark_runs_on_cpu(tmp_path, capsys):
     table = out.read_text()
     assert "op alone us" in table
     assert len([line for line in table.splitlines() if line.startswith("| ") and "us |" not in line]) == 8
+
+
+def test_summary_geomeans_only_the_columns_that_were_timed():
+    rows = [zoo.ZooRow("a", "bf16-channels_last", 2, eager=zoo.Spread(0.5), graphed=zoo.Spread(1.0)),
+            zoo.ZooRow("b", "bf16-channels_last", 2, eager=zoo.Spread(2.0), graphed=zoo.Spread(4.0))]
+    (row,) = zoo.summary(rows)
+    assert row[4:7] == ("1.000", "2.000", "—")  # eager, graphed, compiled (not timed: --no-compile)

@@ -235,8 +235,8 @@ def summary(rows: list[ZooRow]) -> list[tuple[str, ...]]:
     out = []
     for config in sorted({r.config for r in rows}):
         mine = [r for r in rows if r.config == config]
-        out.append((f"geomean {config}", "", "", "", *(f"{geomean([getattr(r, k).ratio for r in mine]):.3f}"
-                                                      for k in ("eager", "graphed", "compiled")),
+        means = (geomean([getattr(r, k).ratio for r in mine]) for k in ("eager", "graphed", "compiled"))
+        out.append((f"geomean {config}", "", "", "", *(f"{m:.3f}" if m == m else "—" for m in means),
                     "", "", "", "", ""))
     return out
 
