@@ -14,6 +14,9 @@ operator brings its rows with its own files instead of a dozen hand edits of the
     one row per registered forward op: its function ``customops.<op>``, the class of ``customops.modules`` whose
     docstring names that function first (``:func:`customops.<op>```), and the ``overview`` that
     ``customops/functional.py`` attaches to the function (``@_overview``).
+``layouts``
+    one row per registered forward op: the ``layouts`` that ``@_overview`` attaches to its function (NCHW,
+    channels_last, the result's memory format).
 
 A row is a tuple of cells in MyST Markdown; its first cell names the op(s) it covers in backticks. A row does not
 know the page that shows it, so its links to pages are absolute ({doc}`/design/conv2d`). Rows are ordered
@@ -173,6 +176,22 @@ def _ops_rows(module_name: str, width: int) -> list[Row]:
     return rows
 
 
+def _layout_rows(module_name: str, width: int) -> list[Row]:
+    """One row per registered forward op: what ``customops.<op>`` does with NCHW and channels_last inputs, and its
+    result's memory format (the ``layouts`` that customops/functional.py attaches with ``@_overview``)."""
+    import customops
+
+    rows = []
+    for op in forward_ops():
+        layouts = getattr(getattr(customops, op, None), "layouts", None)
+        if layouts is None:
+            raise ValueError(f"docs: customops.{op} has no layouts, the memory-format table's cells for it "
+                             "(customops/functional.py: @_overview(..., layouts=(nchw, channels_last, result)))")
+        rows.append((f"`{op}`", *layouts))
+    assert all(len(r) == width for r in rows)
+    return rows
+
+
 def api_objects(kind: str) -> list[str]:
     """The dotted names the API page documents for every registered forward op, in op order: ``functions``
     (``customops.<op>``) or ``modules`` (the class of customops.modules that wraps each, where there is one)."""
@@ -191,6 +210,7 @@ HEADERS: dict[str, Row] = {
     "onnx": ("customops op", "ONNX"),
     "compile": ("op", "in compiled graphs", "compiled ratio, decomposed / kept (H100, 2026-11-26)", "why"),
     "ops": ("op: function, module", "what"),
+    "layouts": ("op", "NCHW", "channels_last", "result's memory format"),
 }
 
 # Where each table's rows come from: the function that reads them, and the package (of family modules) or module
@@ -201,6 +221,7 @@ _SOURCES: dict[str, tuple[Callable[..., list[Row]], str]] = {
     "onnx": (_family_rows, "customops.onnx"),
     "compile": (_compile_rows, "customops.inductor"),
     "ops": (_ops_rows, "customops.modules"),
+    "layouts": (_layout_rows, "customops.functional"),
 }
 
 
@@ -214,7 +235,7 @@ def source_files(name: str) -> list[str]:
             files += sorted(str(f) for d in module.__path__ for f in Path(d).glob("*.py"))
         else:
             files.append(module.__file__)
-    return files
+    return list(dict.fromkeys(files))
 
 
 def table(name: str, **options: str) -> Table:

@@ -25,12 +25,15 @@ def _is_int(v) -> bool:
     return isinstance(v, (int, torch.SymInt))
 
 
-def _overview(text: str):
-    """Attaches ``text``, the op's line in the operator table of the docs (docs/guide/ops.md, MyST Markdown), to
-    the function as ``overview``: the docs build reads it there, so a new op's line comes with its function."""
+def _overview(text: str, layouts: Tuple[str, str, str]):
+    """Attaches the op's lines in the generated tables of the docs (MyST Markdown) to the function: ``text``, its
+    line in the operator table (``overview``), and ``layouts``, what it does with NCHW and with channels_last inputs
+    and the memory format of its result (the table of docs/guide/memory_formats.md). The docs build reads them
+    there, so a new op's lines come with its function."""
 
     def attach(function):
         function.overview = text
+        function.layouts = layouts
         return function
 
     return attach
@@ -113,7 +116,10 @@ def _check_padded_fits(op: str, input: Tensor, extra: List[int]) -> None:
         raise RuntimeError(f"customops::{op}: input padded for padding='same' to sizes {sizes} overflows int64")
 
 
-@_overview("`x * sigmoid(1.702 x)` in one pass; finite for every finite `x`")
+@_overview("`x * sigmoid(1.702 x)` in one pass; finite for every finite `x`",
+           layouts=('any dense layout, native',
+                    'native',
+                    "the input's"))
 def quick_gelu(x: Tensor) -> Tensor:
     r"""Sigmoid approximation of GELU: ``y = x * sigmoid(1.702 * x)``.
 
@@ -138,7 +144,10 @@ def quick_gelu(x: Tensor) -> Tensor:
 
 
 @_overview("sliding-window columns, same result and layout as `F.unfold`; batched `(N, C, H, W)` or unbatched "
-           "`(C, H, W)`; its gradient is `col2im`")
+           "`(C, H, W)`; its gradient is `col2im`",
+           layouts=('native',
+                    'read through strides',
+                    '`(N, C·kh·kw, L)` columns, as `F.unfold`'))
 def im2col(
     input: Tensor,
     kernel_size: BroadcastingList2[int],
@@ -169,7 +178,10 @@ def im2col(
     )
 
 
-@_overview("sums columns into an image, as `F.fold`; deterministic (no atomics); its gradient is `im2col`")
+@_overview("sums columns into an image, as `F.fold`; deterministic (no atomics); its gradient is `im2col`",
+           layouts=('— (takes `(N, C·kh·kw, L)` columns)',
+                    '—',
+                    'NCHW image, as `F.fold`'))
 def col2im(
     input: Tensor,
     output_size: BroadcastingList2[int],
@@ -202,7 +214,13 @@ def col2im(
 
 
 @_overview('`F.conv2d`, with its arguments (`padding` an int, a pair, `"same"` or `"valid"`; unbatched input); the '
-           "module takes `nn.Conv2d`'s, `padding_mode` included; algorithms: {doc}`/design/conv2d`")
+           "module takes `nn.Conv2d`'s, `padding_mode` included; algorithms: {doc}`/design/conv2d`",
+           layouts=('native on the im2col + GEMM path (CPU; CUDA where no faster kernel applies); on CUDA the '
+                    'implicit-GEMM and direct grouped kernels, and in the half types the stem kernels where the '
+                    'windows overlap, take it through a tiled transpose to NHWC and back',
+                    'native on CUDA where the implicit-GEMM, direct grouped, stem or TF32 weight-gradient kernels '
+                    'apply ({doc}`/design/conv2d`), otherwise converted to NCHW for im2col and back',
+                    "the input's"))
 def conv2d(
     input: Tensor,
     weight: Tensor,
@@ -255,7 +273,10 @@ def conv2d(
 
 
 @_overview("`F.conv2d(..., groups=C)` for weights `(C*m, 1, kh, kw)`, any kernel size; direct kernels, no "
-           "im2col; deterministic weight gradient")
+           "im2col; deterministic weight gradient",
+           layouts=('native',
+                    'native kernels (CPU and CUDA: forward, input and weight gradient)',
+                    "the input's (output and input gradient)"))
 def depthwise_conv2d(
     input: Tensor,
     weight: Tensor,
@@ -296,7 +317,10 @@ def depthwise_conv2d(
            "`half_pixel` (= `F.interpolate(align_corners=False)`, TF2 `tf.image.resize`), `align_corners`, "
            "and `asymmetric` (= TF1 `resize_bilinear`, which PyTorch lacks); also takes `F.interpolate`'s "
            "keywords; a deterministic backward (gathers, no atomics), allowed under "
-           "`torch.use_deterministic_algorithms(True)`")
+           "`torch.use_deterministic_algorithms(True)`",
+           layouts=('native',
+                    'native',
+                    "the input's (the input gradient follows the output gradient's, as in PyTorch)"))
 def upsample_bilinear2d(
     input: Tensor,
     output_size: Optional[BroadcastingList2[int]] = None,
@@ -412,7 +436,10 @@ def _scale_is_ratio(input: Tensor, scales: List[float], out_size: List[int]) -> 
 
 
 @_overview("NeRF-style: feats `(N, 8, F)`, points `(N, 3)` in `[-1, 1]` → `(N, F)`; gradients for feats and "
-           "points, which may have different dtypes")
+           "points, which may have different dtypes",
+           layouts=('— (`(N, 8, F)`, `(N, 3)`)',
+                    '—',
+                    'contiguous'))
 def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:
     r"""NeRF-style trilinear interpolation of each point's 8 cube-corner features.
 

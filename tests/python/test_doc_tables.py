@@ -1,6 +1,6 @@
 """Every registered forward op has its rows in each per-operator table of the docs (sharding, torch.func, ONNX,
-compile, the operator list). The rows live with the code they describe (the ``DOC_ROWS`` of the family modules,
-the functions' overviews) and docs/_ext/customops_tables.py puts them together when the site is built; these tests
+compile, the operator list, memory formats). The rows live with the code they describe (the ``DOC_ROWS`` of the
+family modules, the functions' overviews) and docs/_ext/customops_tables.py puts them together when the site is built; these tests
 read the tables the same way, without building the site, so a new op without its rows fails here first."""
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ SOURCES = {
     "onnx": "DOC_ROWS in python/customops/onnx/<family>.py",
     "compile": "DOC_ROWS in python/customops/inductor/<family>.py, or no module there (the op is then kept whole)",
     "ops": "customops.<op> with an @_overview in python/customops/functional.py",
+    "layouts": "customops.<op>'s @_overview(..., layouts=...) in python/customops/functional.py",
 }
 
 

@@ -59,6 +59,8 @@ def test_quick_gelu_maths_become_stubs_the_tests_reject():
     assert f'm.def("{NAME}_backward(Tensor grad_out, Tensor x) -> Tensor", pt2);' in schemas
     functional = text["python/customops/functional.py"]
     assert f"def {NAME}(x: Tensor) -> Tensor:" in functional and f'@_overview("TODO({NAME})' in functional
+    assert 'layouts=("TODO: NCHW"' in functional
+    compile(functional, "functional.py", "exec")  # the copied decorator and function still parse
     assert "class ScaffoldProbe(nn.Module):" in text["python/customops/modules.py"]
     exports = ast.parse(text["python/customops/__init__.py"])
     names = {a.name for n in exports.body if isinstance(n, ast.ImportFrom) for a in n.names}

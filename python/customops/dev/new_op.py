@@ -185,9 +185,12 @@ def copy_definition(plan: Plan, rel: str, kind: type, match, doc: str) -> None:
     lines = source.splitlines(keepends=True)[start:end]
     lines = _replace_docstring(lines, nodes[0], start, doc)
     plan.todos.append(f"{rel}: {doc.split(': ', 1)[1]}")
-    # The operator table's line (functional.py's @_overview) is the like op's too.
+    # The operator table's line and the memory-format table's cells (functional.py's @_overview) are the like
+    # op's too.
     text = re.sub(r"@_overview\((?:.|\n)*?\)\n(?=def )",
-                  f'@_overview("TODO({plan.name}): its line in the operator table of the docs")\n', "".join(lines))
+                  f'@_overview("TODO({plan.name}): its line in the operator table of the docs",\n'
+                  f'           layouts=("TODO: NCHW", "TODO: channels_last", "TODO: the result\'s memory format"))\n',
+                  "".join(lines))
     body = renamer(plan)(strip_markers(text))
     plan.writes[path] = source.rstrip("\n") + "\n\n\n" + body
 
