@@ -117,8 +117,8 @@ def _check_padded_fits(op: str, input: Tensor, extra: List[int]) -> None:
 
 
 @_overview("`x * sigmoid(1.702 x)` in one pass; finite for every finite `x`",
-           layouts=('any dense layout, native',
-                    'native',
+           layouts=("any dense layout, native",
+                    "native",
                     "the input's"))
 def quick_gelu(x: Tensor) -> Tensor:
     r"""Sigmoid approximation of GELU: ``y = x * sigmoid(1.702 * x)``.
@@ -145,9 +145,9 @@ def quick_gelu(x: Tensor) -> Tensor:
 
 @_overview("sliding-window columns, same result and layout as `F.unfold`; batched `(N, C, H, W)` or unbatched "
            "`(C, H, W)`; its gradient is `col2im`",
-           layouts=('native',
-                    'read through strides',
-                    '`(N, C·kh·kw, L)` columns, as `F.unfold`'))
+           layouts=("native",
+                    "read through strides",
+                    "`(N, C·kh·kw, L)` columns, as `F.unfold`"))
 def im2col(
     input: Tensor,
     kernel_size: BroadcastingList2[int],
@@ -179,9 +179,9 @@ def im2col(
 
 
 @_overview("sums columns into an image, as `F.fold`; deterministic (no atomics); its gradient is `im2col`",
-           layouts=('— (takes `(N, C·kh·kw, L)` columns)',
-                    '—',
-                    'NCHW image, as `F.fold`'))
+           layouts=("— (takes `(N, C·kh·kw, L)` columns)",
+                    "—",
+                    "NCHW image, as `F.fold`"))
 def col2im(
     input: Tensor,
     output_size: BroadcastingList2[int],
@@ -215,11 +215,11 @@ def col2im(
 
 @_overview('`F.conv2d`, with its arguments (`padding` an int, a pair, `"same"` or `"valid"`; unbatched input); the '
            "module takes `nn.Conv2d`'s, `padding_mode` included; algorithms: {doc}`/design/conv2d`",
-           layouts=('native on the im2col + GEMM path (CPU; CUDA where no faster kernel applies); on CUDA the '
-                    'implicit-GEMM and direct grouped kernels, and in the half types the stem kernels where the '
-                    'windows overlap, take it through a tiled transpose to NHWC and back',
-                    'native on CUDA where the implicit-GEMM, direct grouped, stem or TF32 weight-gradient kernels '
-                    'apply ({doc}`/design/conv2d`), otherwise converted to NCHW for im2col and back',
+           layouts=("native on the im2col + GEMM path (CPU; CUDA where no faster kernel applies); on CUDA the "
+                    "implicit-GEMM and direct grouped kernels, and in the half types the stem kernels where the "
+                    "windows overlap, take it through a tiled transpose to NHWC and back",
+                    "native on CUDA where the implicit-GEMM, direct grouped, stem or TF32 weight-gradient kernels "
+                    "apply ({doc}`/design/conv2d`), otherwise converted to NCHW for im2col and back",
                     "the input's"))
 def conv2d(
     input: Tensor,
@@ -274,8 +274,8 @@ def conv2d(
 
 @_overview("`F.conv2d(..., groups=C)` for weights `(C*m, 1, kh, kw)`, any kernel size; direct kernels, no "
            "im2col; deterministic weight gradient",
-           layouts=('native',
-                    'native kernels (CPU and CUDA: forward, input and weight gradient)',
+           layouts=("native",
+                    "native kernels (CPU and CUDA: forward, input and weight gradient)",
                     "the input's (output and input gradient)"))
 def depthwise_conv2d(
     input: Tensor,
@@ -318,8 +318,8 @@ def depthwise_conv2d(
            "and `asymmetric` (= TF1 `resize_bilinear`, which PyTorch lacks); also takes `F.interpolate`'s "
            "keywords; a deterministic backward (gathers, no atomics), allowed under "
            "`torch.use_deterministic_algorithms(True)`",
-           layouts=('native',
-                    'native',
+           layouts=("native",
+                    "native",
                     "the input's (the input gradient follows the output gradient's, as in PyTorch)"))
 def upsample_bilinear2d(
     input: Tensor,
@@ -437,9 +437,9 @@ def _scale_is_ratio(input: Tensor, scales: List[float], out_size: List[int]) -> 
 
 @_overview("NeRF-style: feats `(N, 8, F)`, points `(N, 3)` in `[-1, 1]` → `(N, F)`; gradients for feats and "
            "points, which may have different dtypes",
-           layouts=('— (`(N, 8, F)`, `(N, 3)`)',
-                    '—',
-                    'contiguous'))
+           layouts=("— (`(N, 8, F)`, `(N, 3)`)",
+                    "—",
+                    "contiguous"))
 def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:
     r"""NeRF-style trilinear interpolation of each point's 8 cube-corner features.
 
