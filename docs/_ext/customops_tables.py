@@ -154,20 +154,26 @@ def _module_classes(module_name: str) -> dict[str, str]:
     return found
 
 
-def _ops_rows(module_name: str, width: int) -> list[Row]:
+def _declared(op: str, attribute: str, what: str, how: str):
+    """What ``@_overview`` (customops/functional.py) attached to the function ``customops.<op>`` as ``attribute``;
+    ``what`` and ``how`` say, in the error where it is missing, what it is and how to give it."""
     import customops
 
+    function = getattr(customops, op, None)
+    if function is None:
+        raise ValueError(f"docs: registered op {op} has no function customops.{op} (customops/functional.py, "
+                         "exported from customops/__init__.py)")
+    value = getattr(function, attribute, None)
+    if not value:
+        raise ValueError(f"docs: customops.{op} has no {attribute}, {what} (customops/functional.py: {how})")
+    return value
+
+
+def _ops_rows(module_name: str, width: int) -> list[Row]:
     module_of = _module_classes(module_name)
     rows = []
     for op in forward_ops():
-        function = getattr(customops, op, None)
-        if function is None:
-            raise ValueError(f"docs: registered op {op} has no function customops.{op} (customops/functional.py, "
-                             "exported from customops/__init__.py)")
-        overview = getattr(function, "overview", None)
-        if not overview:
-            raise ValueError(f"docs: customops.{op} has no overview, the operator table's text for it "
-                             "(customops/functional.py: @_overview(...) on the function)")
+        overview = _declared(op, "overview", "the operator table's text for it", "@_overview(...) on the function")
         what = f"{{func}}`~customops.{op}`"
         if op in module_of:
             what += f", {{class}}`~customops.{module_of[op]}`"
@@ -179,14 +185,10 @@ def _ops_rows(module_name: str, width: int) -> list[Row]:
 def _layout_rows(module_name: str, width: int) -> list[Row]:
     """One row per registered forward op: what ``customops.<op>`` does with NCHW and channels_last inputs, and its
     result's memory format (the ``layouts`` that customops/functional.py attaches with ``@_overview``)."""
-    import customops
-
     rows = []
     for op in forward_ops():
-        layouts = getattr(getattr(customops, op, None), "layouts", None)
-        if layouts is None:
-            raise ValueError(f"docs: customops.{op} has no layouts, the memory-format table's cells for it "
-                             "(customops/functional.py: @_overview(..., layouts=(nchw, channels_last, result)))")
+        layouts = _declared(op, "layouts", "the memory-format table's cells for it",
+                            "@_overview(..., layouts=(nchw, channels_last, result))")
         rows.append((f"`{op}`", *layouts))
     assert all(len(r) == width for r in rows)
     return rows

@@ -1,7 +1,8 @@
 """Every registered forward op has its rows in each per-operator table of the docs (sharding, torch.func, ONNX,
 compile, the operator list, memory formats). The rows live with the code they describe (the ``DOC_ROWS`` of the
-family modules, the functions' overviews) and docs/_ext/customops_tables.py puts them together when the site is built; these tests
-read the tables the same way, without building the site, so a new op without its rows fails here first."""
+family modules, the functions' overviews) and docs/_ext/customops_tables.py puts them together when the site is
+built; these tests read the tables the same way, without building the site, so a new op without its rows fails
+here first."""
 
 from __future__ import annotations
 
