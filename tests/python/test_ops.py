@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import io
+import os
 
 import pytest
 import torch
@@ -159,15 +160,17 @@ def test_autocast(op: OpInfo, device, low):
 
 @pytest.mark.parametrize("op,device", list(op_device_params()))
 def test_gradcheck(op: OpInfo, device):
-    """Analytical against numerical gradients in float64 (and second order)."""
+    """Analytical against numerical gradients in float64 (and second order). CUSTOMOPS_GRADCHECK_FAST=1 (the oldest
+    torch's CI leg) compares them along random directions (gradcheck's fast mode) instead of whole Jacobians."""
     checked = 0
+    fast = os.environ.get("CUSTOMOPS_GRADCHECK_FAST") == "1"
     for sample in op.sample_inputs(device, torch.float64, True):
         if not _grad_inputs(sample) or not _small(sample) or _overlapping(sample):
             continue
         fn = functools.partial(op.op, **sample.kwargs)
-        assert torch.autograd.gradcheck(fn, sample.args), sample.name
+        assert torch.autograd.gradcheck(fn, sample.args, fast_mode=fast), sample.name
         if op.supports_gradgrad:
-            assert torch.autograd.gradgradcheck(fn, sample.args), sample.name
+            assert torch.autograd.gradgradcheck(fn, sample.args, fast_mode=fast), sample.name
         checked += 1
     assert checked > 0
 
@@ -261,11 +264,13 @@ def test_every_op_leaves_inductor_free_to_choose_layouts():
 
 @pytest.mark.parametrize("op,device", list(op_device_params()))
 def test_compile_fullgraph_dynamic(op: OpInfo, device):
-    """One graph (no break, no recompile) serves several sizes, forward and backward."""
+    """One graph (no break, no recompile) serves several sizes, forward and backward, in the op's widest float
+    dtype: float64's tolerances catch a size-derived scalar that the generated code computes in float32."""
     counter = CompileCounterWithBackend("inductor")
     torch._dynamo.reset()
     compiled = torch.compile(op.op, fullgraph=True, dynamic=True, backend=counter)
-    for sample in op.dynamic_samples(device, torch.float32):
+    dtype = torch.float64 if torch.float64 in op.dtypes[device] else torch.float32
+    for sample in op.dynamic_samples(device, dtype):
         eager_in = [t.detach().requires_grad_(t.is_floating_point()) for t in sample.tensors()]
         comp_in = [t.detach().requires_grad_(t.is_floating_point()) for t in sample.tensors()]
 

@@ -22,10 +22,17 @@ DECOMPOSED_BY_DEFAULT = True
 def _taps(in_size, out_size, mode: str, device: torch.device, dtype: torch.dtype):
     """Per output index along one axis: the two input indices it blends and the second one's weight."""
     o = torch.arange(out_size, device=device, dtype=dtype)
+
+    def size(n):
+        # The scale is computed from the sizes as tensors of the compute dtype, as the kernels do. With dynamic
+        # shapes a scale of Python numbers becomes a symbolic expression, which Triton evaluates in float32
+        # even in a float64 graph (1e-6 off the kernels' coordinates).
+        return torch.full((), n, device=device, dtype=dtype)
+
     if mode == "align_corners":
-        scale, off = ((in_size - 1) / (out_size - 1) if out_size > 1 else 0.0), 0.0
+        scale, off = ((size(in_size) - 1) / (size(out_size) - 1) if out_size > 1 else size(0)), 0.0
     elif mode in ("half_pixel", "asymmetric"):
-        scale, off = in_size / out_size, (0.5 if mode == "half_pixel" else 0.0)
+        scale, off = size(in_size) / size(out_size), (0.5 if mode == "half_pixel" else 0.0)
     else:
         raise ValueError(f"customops::upsample_bilinear2d: unknown coordinate_mode {mode!r}")
     src = (scale * (o + off) - off).clamp_min(0)
