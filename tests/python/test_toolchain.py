@@ -11,6 +11,7 @@ imports and runs every op.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -189,3 +190,25 @@ def test_pypi_compiler_builds_a_cuda_source_with_no_system_toolkit(tmp_path):
     done = subprocess.run(["cmake", "--build", str(build), "--target", target], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert list(build.rglob("device_guard.cu.o")), "no object was compiled"
+
+
+@pytest.mark.skipif(not torch.version.cuda, reason="the architectures of a CUDA build")
+def test_build_without_a_gpu_targets_the_release_architectures(tmp_path):
+    # scripts/test.sh compiles two architectures where no GPU is; this is the choice everyone else's build makes.
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
+    env["CUDA_VISIBLE_DEVICES"] = ""  # as on a machine without a GPU
+    done = _configure(tmp_path / "build", env, "-DCUSTOMOPS_WITH_CUTLASS=OFF")
+    if done.returncode != 0 and "CUDA compiler" in done.stderr:
+        pytest.skip("no CUDA compiler to configure with: " + done.stderr[-300:])
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    cache = _cache(tmp_path / "build")
+    listed = re.search(r"CUSTOMOPS_DEFAULT_CUDA_ARCHS:STRING=(.*)", cache).group(1).split(";")
+    assert listed[0] == "8.0" and "9.0" in listed, listed
+    chosen = re.search(r"no GPU here; building for (\S+)", done.stdout)
+    assert chosen, done.stdout[-3000:]
+    archs = chosen.group(1).split(";")
+    # Every listed architecture the compiler knows, the newest with PTX for GPUs to come.
+    assert archs[0] == "8.0" and "9.0" in archs and archs[-1].endswith("+PTX"), archs
+    assert set(a.removesuffix("+PTX") for a in archs) <= set(listed), archs
+    info = json.loads((tmp_path / "build" / "build_info.json").read_text())
+    assert 80 in info["cuda_sass"] and 90 in info["cuda_sass"] and info["cuda_ptx"], info
