@@ -36,6 +36,8 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("ops/include/customops/{family}.h", "C++ API declarations"),
     ("ops/src/{family}.cpp", "C++ API: the ops called through the dispatcher"),
     ("ops/src/{family}_ops.h", "typed operator handles shared by the C++ API and the autograd kernels, where needed"),
+    ("python/customops/pointwise/{family}.py", "a pointwise op's formulas (value, derivatives), once for the "
+     "Python paths: Inductor, ONNX, torch.func, the tests' reference, the benchmark's baseline"),
     ("python/customops/func/{family}.py", "torch.func: vmap rules and forward-mode formulas"),
     ("python/customops/sharding/{family}.py", "DTensor sharding rules"),
     ("python/customops/onnx/{family}.py", "ONNX translation"),

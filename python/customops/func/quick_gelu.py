@@ -5,19 +5,13 @@ from __future__ import annotations
 
 import torch
 
+from ..pointwise import TORCH
+from ..pointwise import quick_gelu as formulas
 from ._common import add, batch_first, below_autograd, ops, register
-
-# scaffold: the formulas' constants |
-_ALPHA = 1.702  # kernels/quick_gelu.h kAlpha
-# scaffold-end
 
 
 def _second_derivative(x: torch.Tensor) -> torch.Tensor:
-    # scaffold: f''(x), for the backward op's gradients | raise NotImplementedError("TODO(quick_gelu)")
-    # With s = sigmoid(a x): f''(x) = a s (1 - s) (2 + a x (1 - 2 s)), as registration/quick_gelu.cpp.
-    s = torch.sigmoid(_ALPHA * x)
-    return _ALPHA * s * (1 - s) * (2 + _ALPHA * x * (1 - 2 * s))
-    # scaffold-end
+    return formulas.second_derivative(TORCH, x)
 
 
 class QuickGelu(torch.autograd.Function):

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import torch
+from ..pointwise import opmath
 
-
-def opmath(dtype: torch.dtype) -> torch.dtype:
-    """The type the kernels compute in (at::opmath_type): float32 for the half types."""
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+__all__ = ["opmath"]

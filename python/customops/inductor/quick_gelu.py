@@ -1,33 +1,23 @@
-"""quick_gelu's decompositions: the kernels' formulas (kernels/quick_gelu.h) in ATen operations, computed in
-the kernels' opmath type, so that Inductor fuses them with the operations around them."""
+"""quick_gelu's decompositions: its formulas (customops.pointwise.quick_gelu) in ATen operations, computed in the
+kernels' opmath type, so that Inductor fuses them with the operations around them."""
 
 from __future__ import annotations
 
 import torch
 
-from ._common import opmath
+from ..pointwise import on_tensors
+from ..pointwise import quick_gelu as formulas
 
 OP = "quick_gelu"
-# scaffold: the formulas' constants |
-ALPHA = 1.702
-# scaffold-end
 DECOMPOSED_BY_DEFAULT = True
 
 
 def quick_gelu(x: torch.Tensor) -> torch.Tensor:
-    # scaffold: the forward in ATen operations, in opmath | raise NotImplementedError("TODO(quick_gelu)")
-    xf = x.to(opmath(x.dtype))
-    # x / (1 + exp(-a x)), not x * sigmoid(a x): very negative x gives -0, never inf * 0 (as the kernels).
-    return (xf / (1 + torch.exp(-ALPHA * xf))).to(x.dtype)
-    # scaffold-end
+    return on_tensors(formulas.forward, x)
 
 
 def quick_gelu_backward(grad_out: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-    # scaffold: the gradient in ATen operations | raise NotImplementedError("TODO(quick_gelu)")
-    xf = x.to(opmath(x.dtype))
-    s = 1 / (1 + torch.exp(-ALPHA * xf))
-    return (grad_out.to(xf.dtype) * (s + ALPHA * xf * s * (1 - s))).to(x.dtype)
-    # scaffold-end
+    return on_tensors(lambda m, x, g: g * formulas.derivative(m, x), x, grad_out)
 
 
 DECOMPOSITIONS = {"quick_gelu": quick_gelu, "quick_gelu_backward": quick_gelu_backward}

@@ -1,21 +1,16 @@
-# scaffold: the translation in a line | """quick_gelu -> TODO."""
-"""quick_gelu -> x * Sigmoid(1.702 x)."""
-# scaffold-end
+"""quick_gelu -> its formula (customops.pointwise.quick_gelu) in ONNX nodes."""
 
 from __future__ import annotations
 
-from ._common import TFloat, compute_dtype, op, scalar, to_compute
+from ..pointwise import quick_gelu as formulas
+from ._common import TFloat
+from ._pointwise import on_values, translation_text
 
 
 def quick_gelu(x: TFloat) -> TFloat:
-    # scaffold: the ONNX nodes, in the compute dtype | raise NotImplementedError("TODO(quick_gelu)")
-    # The kernels compute half types in float; so does the graph, for the same
-    # values rather than a float16 sigmoid.
-    dtype = compute_dtype(x)
-    xc = to_compute(x, dtype)
-    y = op.Mul(xc, op.Sigmoid(op.Mul(xc, scalar(1.702, dtype))))
-    return to_compute(y, x.dtype)
-    # scaffold-end
+    # The kernels compute half types in float; so does the graph, for the same values rather than a float16
+    # sigmoid.
+    return on_values(formulas.forward, x)
 
 
 TRANSLATIONS = {"quick_gelu": quick_gelu}
@@ -23,11 +18,4 @@ TRANSLATIONS = {"quick_gelu": quick_gelu}
 
 # This family's rows of the ONNX table in docs/deploy.md, which the docs build reads from here (MyST Markdown):
 # the op, its translation.
-# scaffold: its rows of the docs' table | DOC_ROWS = [("`quick_gelu`", "TODO")]
-DOC_ROWS = [
-    (
-        "`quick_gelu`",
-        "`x * Sigmoid(1.702 * x)`",
-    ),
-]
-# scaffold-end
+DOC_ROWS = [("`quick_gelu`", f"`{translation_text(formulas.forward, 'x')}`")]

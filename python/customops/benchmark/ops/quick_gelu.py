@@ -10,14 +10,15 @@ import torch
 
 import customops
 
+from ...pointwise import TORCH
+from ...pointwise import quick_gelu as formulas
 from ..table import BenchOp, Case, Demo, grad_of
 
 
 def quick_gelu_reference(x: torch.Tensor) -> torch.Tensor:
     """The plain-PyTorch calls the op replaces: the baseline, eager and compiled."""
-    # scaffold: the calls of plain PyTorch the op replaces | raise NotImplementedError("TODO(quick_gelu)")
-    return x * torch.sigmoid(1.702 * x)
-    # scaffold-end
+    # The op's formula in torch operations, as users write it.
+    return formulas.forward(TORCH, x)
 
 
 _compiled_quick_gelu_reference = torch.compile(quick_gelu_reference, dynamic=False)

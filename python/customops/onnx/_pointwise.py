@@ -1,0 +1,68 @@
+"""The pointwise formulas (customops.pointwise) on ONNX values: Python's arithmetic and the maths namespace become
+ONNX nodes, numbers become constants of the compute dtype (the kernels' opmath type, float for the half types)."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Callable
+
+from ..pointwise import as_text
+from ._common import compute_dtype, op, scalar, to_compute
+
+
+class _Value:
+    """An ONNX value of the compute dtype, with Python's arithmetic operators."""
+
+    def __init__(self, value, dtype):
+        self.value, self.dtype = value, dtype
+
+    def _of(self, other):
+        return other.value if isinstance(other, _Value) else scalar(float(other), self.dtype)
+
+    def _new(self, value) -> "_Value":
+        return _Value(value, self.dtype)
+
+    def __add__(self, other):
+        return self._new(op.Add(self.value, self._of(other)))
+
+    def __radd__(self, other):
+        return self._new(op.Add(self._of(other), self.value))
+
+    def __sub__(self, other):
+        return self._new(op.Sub(self.value, self._of(other)))
+
+    def __rsub__(self, other):
+        return self._new(op.Sub(self._of(other), self.value))
+
+    def __mul__(self, other):
+        return self._new(op.Mul(self.value, self._of(other)))
+
+    def __rmul__(self, other):
+        return self._new(op.Mul(self._of(other), self.value))
+
+    def __truediv__(self, other):
+        return self._new(op.Div(self.value, self._of(other)))
+
+    def __rtruediv__(self, other):
+        return self._new(op.Div(self._of(other), self.value))
+
+    def __neg__(self):
+        return self._new(op.Neg(self.value))
+
+
+# The maths namespace's functions (customops.pointwise.TORCH's names) as ONNX operators.
+NODES = {"exp": "Exp", "sigmoid": "Sigmoid", "tanh": "Tanh"}
+ONNX = SimpleNamespace(**{name: (lambda v, node=getattr(op, node): v._new(node(v.value))) for name, node in NODES.items()})
+
+
+def translation_text(formula: Callable, *names: str) -> str:
+    """The formula in ONNX operators, for the docs' table (e.g. ``x * Sigmoid(1.702 * x)``)."""
+    return as_text(formula, *names, functions=NODES)
+
+
+def on_values(formula: Callable, *values):
+    """``formula(ONNX, *values)`` as nodes computing in the first value's compute dtype, the result cast back to
+    its dtype."""
+    dtype = compute_dtype(values[0])
+    result = formula(ONNX, *(_Value(to_compute(v, dtype), dtype) for v in values))
+    return to_compute(result.value, values[0].dtype)

@@ -1,0 +1,94 @@
+"""The formulas of the pointwise operators, written once for every Python path.
+
+A family module here defines its op's value and derivatives as Python functions of a maths namespace ``m``
+(``m.exp``, ``m.sigmoid``, ``m.tanh``) and of the op's inputs, with Python's arithmetic operators. The same
+functions are evaluated on torch tensors (:func:`on_tensors`: Inductor's and litert-torch's decompositions,
+torch.func's double backward, the tests' reference), on ONNX values (customops.onnx's translation) and on names
+(:func:`as_text`: the docs' tables). The kernels' C++ copy of each formula is in kernels/<family>.h; the tests compare every path with the kernels.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Callable, Optional
+
+import torch
+
+from .._families import family_modules
+
+# The maths namespace on torch tensors.
+TORCH = SimpleNamespace(exp=torch.exp, sigmoid=torch.sigmoid, tanh=torch.tanh)
+
+
+def families():
+    """The family modules of this package (every module not starting with '_')."""
+    return family_modules(__name__, __path__)
+
+
+def opmath(dtype: torch.dtype) -> torch.dtype:
+    """The type the kernels compute in (at::opmath_type): float32 for the half types."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def on_tensors(formula: Callable, *tensors: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+    """``formula(TORCH, *tensors)`` computed as the kernels compute it: in the opmath type of the first tensor's
+    dtype, the result in ``dtype`` (default: the first tensor's)."""
+    compute = opmath(tensors[0].dtype)
+    result = formula(TORCH, *(t.to(compute) for t in tensors))
+    return result.to(dtype or tensors[0].dtype)
+
+
+class _Text:
+    """An expression's text, with its precedence: 1 for + and -, 2 for * and /, 3 for a negation, 4 for an atom."""
+
+    def __init__(self, text: str, precedence: int = 4):
+        self.text, self.precedence = text, precedence
+
+    @staticmethod
+    def _of(value) -> "_Text":
+        return value if isinstance(value, _Text) else _Text(f"{value:g}")
+
+    def _binary(self, other, symbol: str, precedence: int, swap: bool = False) -> "_Text":
+        left, right = (self._of(other), self) if swap else (self, self._of(other))
+        # a - (b - c) and a / (b * c) keep their brackets; a + (b + c) and a * (b * c) need none.
+        tight = symbol in "-/"
+        lhs = left.text if left.precedence >= precedence else f"({left.text})"
+        rhs = right.text if right.precedence > precedence or (right.precedence == precedence and not tight) \
+            else f"({right.text})"
+        return _Text(f"{lhs} {symbol} {rhs}", precedence)
+
+    def __add__(self, other):
+        return self._binary(other, "+", 1)
+
+    def __radd__(self, other):
+        return self._binary(other, "+", 1, swap=True)
+
+    def __sub__(self, other):
+        return self._binary(other, "-", 1)
+
+    def __rsub__(self, other):
+        return self._binary(other, "-", 1, swap=True)
+
+    def __mul__(self, other):
+        return self._binary(other, "*", 2)
+
+    def __rmul__(self, other):
+        return self._binary(other, "*", 2, swap=True)
+
+    def __truediv__(self, other):
+        return self._binary(other, "/", 2)
+
+    def __rtruediv__(self, other):
+        return self._binary(other, "/", 2, swap=True)
+
+    def __neg__(self):
+        return _Text("-" + (self.text if self.precedence >= 3 else f"({self.text})"), 3)
+
+
+def as_text(formula: Callable, *names: str, functions: Optional[dict] = None) -> str:
+    """The formula written out, e.g. ``x * sigmoid(1.702 * x)``; ``functions`` renames the maths namespace's
+    functions (ONNX's ``Sigmoid``, ...)."""
+    functions = functions or {}
+    maths = SimpleNamespace(**{name: (lambda v, name=name: _Text(f"{functions.get(name, name)}({v.text})"))
+                               for name in vars(TORCH)})
+    return formula(maths, *(_Text(n) for n in names)).text
