@@ -1,5 +1,5 @@
-"""quick_gelu's formulas (CLIP's QuickGELU): its value and derivatives, for every Python path (see the package's
-docstring); kernels/quick_gelu.h holds the kernels' copy."""
+"""quick_gelu's formulas: its value and derivatives, for every Python path (see the package's docstring);
+kernels/quick_gelu.h holds the kernels' copy."""
 
 from __future__ import annotations
 
