@@ -13,14 +13,14 @@ operator brings its rows with its own files instead of a dozen hand edits of the
 ``ops``
     one row per registered forward op: its function ``customops.<op>``, the class of ``customops.modules`` whose
     docstring names that function first (``:func:`customops.<op>```), and the ``overview`` that
-    ``customops/functional.py`` attaches to the function (``@_overview``).
+    ``customops/functional/<family>.py`` attaches to the function (``@_overview``).
 ``layouts``
     one row per registered forward op: the ``layouts`` that ``@_overview`` attaches to its function (NCHW,
     channels_last, the result's memory format).
 
 A row is a tuple of cells in MyST Markdown; its first cell names the op(s) it covers in backticks. A row does not
 know the page that shows it, so its links to pages are absolute ({doc}`/design/conv2d`). Rows are ordered
-as ``customops/functional.py`` defines the ops (a family's rows stay together, in the order the family module gives
+as ``customops.functional`` exports the ops (a family's rows stay together, in the order the family module gives
 them), so every table lists the ops in the same order. Nothing here names a family or an op.
 
 Plain Python (no Sphinx), so that tests can check the tables without building the site.
@@ -68,8 +68,8 @@ def op_names() -> list[str]:
 
 
 def _op_order() -> Callable[[str], tuple]:
-    """Sort key of op names: the order in which customops/functional.py defines their functions (a module's
-    namespace keeps definition order); ops without a function last, by name."""
+    """Sort key of op names: the order in which customops.functional exports their functions (its family modules
+    in name order, each in definition order); ops without a function last, by name."""
     from customops import functional
 
     defined = {name: i for i, name in enumerate(vars(functional))}
@@ -143,7 +143,7 @@ def _module_classes(module_name: str) -> dict[str, str]:
     for name, cls in vars(modules).items():
         if name.startswith("_") or not isinstance(cls, type) or not issubclass(cls, torch.nn.Module):
             continue
-        if cls.__module__ != modules.__name__ or getattr(customops, name, None) is not cls:
+        if not cls.__module__.startswith(modules.__name__ + ".") or getattr(customops, name, None) is not cls:
             continue  # imported names, and classes customops does not export
         match = re.search(r":func:`~?customops\.(\w+)`", cls.__doc__ or "")
         if match:
@@ -155,17 +155,17 @@ def _module_classes(module_name: str) -> dict[str, str]:
 
 
 def _declared(op: str, attribute: str, what: str, how: str):
-    """What ``@_overview`` (customops/functional.py) attached to the function ``customops.<op>`` as ``attribute``;
-    ``what`` and ``how`` say, in the error where it is missing, what it is and how to give it."""
+    """What ``@_overview`` (customops/functional/<family>.py) attached to the function ``customops.<op>`` as
+    ``attribute``; ``what`` and ``how`` say, in the error where it is missing, what it is and how to give it."""
     import customops
 
     function = getattr(customops, op, None)
     if function is None:
-        raise ValueError(f"docs: registered op {op} has no function customops.{op} (customops/functional.py, "
+        raise ValueError(f"docs: registered op {op} has no function customops.{op} (customops/functional/<family>.py, "
                          "exported from customops/__init__.py)")
     value = getattr(function, attribute, None)
     if not value:
-        raise ValueError(f"docs: customops.{op} has no {attribute}, {what} (customops/functional.py: {how})")
+        raise ValueError(f"docs: customops.{op} has no {attribute}, {what} (customops/functional/<family>.py: {how})")
     return value
 
 
@@ -184,7 +184,7 @@ def _ops_rows(module_name: str, width: int) -> list[Row]:
 
 def _layout_rows(module_name: str, width: int) -> list[Row]:
     """One row per registered forward op: what ``customops.<op>`` does with NCHW and channels_last inputs, and its
-    result's memory format (the ``layouts`` that customops/functional.py attaches with ``@_overview``)."""
+    result's memory format (the ``layouts`` that customops/functional/<family>.py attaches with ``@_overview``)."""
     rows = []
     for op in forward_ops():
         layouts = _declared(op, "layouts", "the memory-format table's cells for it",
@@ -230,7 +230,7 @@ _SOURCES: dict[str, tuple[Callable[..., list[Row]], str]] = {
 def source_files(name: str) -> list[str]:
     """The Python files table ``name`` is read from: a page that shows it is out of date when one changes."""
     files = []
-    # Every table's order, and the ops table's text, come from functional.py too.
+    # Every table's order, and the ops table's text, come from customops.functional too.
     for module_name in (_SOURCES[name][1], "customops.functional"):
         module = importlib.import_module(module_name)
         if hasattr(module, "__path__"):

@@ -22,10 +22,10 @@ from .convert import ConversionReport, convert
 from . import inductor  # noqa: E402  (which ops torch.compile's Inductor decomposes)
 from . import litert  # noqa: E402  (the ops in litert-torch's PyTorch -> TF-Lite conversion)
 from .onnx import _hook as _onnx_hook
-from .functional import (col2im, conv2d, depthwise_conv2d, im2col, quick_gelu, trilinear_interpolation,
-                         upsample_bilinear2d)
-from .modules import (Col2im, Conv2d, DepthwiseConv2d, Im2col, QuickGELU, TrilinearInterpolation,
-                      UpsampleBilinear2d)
+from . import functional, modules
+# Every op's function and nn.Module, which their packages find per family (a new op's come with its files).
+from .functional import *  # noqa: E402,F401,F403
+from .modules import *  # noqa: E402,F401,F403
 
 # The ONNX translations join torch.onnx.export's registry when the exporter first loads it,
 # so that importing customops does not import onnxscript (customops/onnx/_hook.py says why).
@@ -52,8 +52,6 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "Col2im", "ConversionReport", "Conv2d", "DepthwiseConv2d", "Im2col", "QuickGELU", "TrilinearInterpolation",
-    "UpsampleBilinear2d", "aoti", "backends", "build_info", "inductor", "cmake_prefix_path", "col2im", "convert", "conv2d",
-    "depthwise_conv2d", "im2col", "library_path", "litert", "quick_gelu", "runner_path", "trilinear_interpolation",
-    "upsample_bilinear2d",
+    "ConversionReport", "aoti", "backends", "build_info", "cmake_prefix_path", "convert", "functional", "inductor",
+    "library_path", "litert", "modules", "runner_path", *functional.__all__, *modules.__all__,
 ]

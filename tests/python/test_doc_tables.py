@@ -24,8 +24,8 @@ SOURCES = {
     "func": "DOC_ROWS in python/customops/func/<family>.py",
     "onnx": "DOC_ROWS in python/customops/onnx/<family>.py",
     "compile": "DOC_ROWS in python/customops/inductor/<family>.py, or no module there (the op is then kept whole)",
-    "ops": "customops.<op> with an @_overview in python/customops/functional.py",
-    "layouts": "customops.<op>'s @_overview(..., layouts=...) in python/customops/functional.py",
+    "ops": "customops.<op> with an @_overview in python/customops/functional/<family>.py",
+    "layouts": "customops.<op>'s @_overview(..., layouts=...) in python/customops/functional/<family>.py",
 }
 
 

@@ -36,6 +36,9 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("ops/include/customops/{family}.h", "C++ API declarations"),
     ("ops/src/{family}.cpp", "C++ API: the ops called through the dispatcher"),
     ("ops/src/{family}_ops.h", "typed operator handles shared by the C++ API and the autograd kernels, where needed"),
+    ("python/customops/functional/{family}.py", "the Python functions: each one's docstring is its API page, its "
+     "@_overview its line in the docs' operator and memory-format tables"),
+    ("python/customops/modules/{family}.py", "the nn.Modules, each docstring naming its function first"),
     ("python/customops/pointwise/{family}.py", "a pointwise op's formulas (value, derivatives), once for the "
      "Python paths: Inductor, ONNX, torch.func, the tests' reference, the benchmark's baseline"),
     ("python/customops/func/{family}.py", "torch.func: vmap rules and forward-mode formulas"),
@@ -50,9 +53,6 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
 # The lines every operator adds to files all operators share.
 SHARED_EDITS: Tuple[Tuple[str, str], ...] = (
     ("registration/schemas.cpp", "the schemas of the op and its backward op (one place for every schema)"),
-    ("python/customops/functional.py", "the Python function (its docstring is the API page)"),
-    ("python/customops/modules.py", "the nn.Module"),
-    ("python/customops/__init__.py", "the function's and module's exports"),
     ("ops/include/customops/ops.h", "the C++ header's include"),
 )
 
@@ -156,56 +156,16 @@ def stub_regions(text: str, where: str, plan: Plan) -> str:
     return "".join(out)
 
 
-def strip_markers(text: str) -> str:
-    """The like op's markers are not the new op's: its maths has none until someone writes it."""
-    return "".join(line for line in text.splitlines(keepends=True) if not (_MARK.match(line) or _END.match(line)))
-
-
-def _block(node: ast.AST) -> Tuple[int, int]:
-    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])]) - 1
-    return start, node.end_lineno
-
-
-def _replace_docstring(lines: List[str], node: ast.AST, offset: int, text: str) -> List[str]:
-    doc = node.body[0]
-    if not (isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) and isinstance(doc.value.value, str)):
-        return lines
-    indent = " " * doc.col_offset
-    first, last = doc.lineno - 1 - offset, doc.end_lineno - offset
-    return lines[:first] + [f'{indent}"""{text}"""\n'] + lines[last:]
-
-
-def copy_definition(plan: Plan, rel: str, kind: type, match, doc: str) -> None:
-    """Appends to `rel` a renamed copy of the like op's function or class there, its docstring a TODO."""
-    path = plan.root / rel
-    source = plan.writes.get(path) or path.read_text()
-    tree = ast.parse(source)
-    nodes = [n for n in tree.body if isinstance(n, kind) and match(n)]
-    if len(nodes) != 1:
-        raise SystemExit(f"{rel}: expected one definition for {plan.like}, found {len(nodes)}")
-    start, end = _block(nodes[0])
-    lines = source.splitlines(keepends=True)[start:end]
-    lines = _replace_docstring(lines, nodes[0], start, doc)
-    plan.todos.append(f"{rel}: {doc.split(': ', 1)[1]}")
-    # The operator table's line and the memory-format table's cells (functional.py's @_overview) are the like
-    # op's too.
-    text = re.sub(r"@_overview\((?:.|\n)*?\)\n(?=def )",
-                  f'@_overview("TODO({plan.name}): its line in the operator table of the docs",\n'
-                  f'           layouts=("TODO: NCHW", "TODO: channels_last", "TODO: the result\'s memory format"))\n',
-                  "".join(lines))
-    body = renamer(plan)(strip_markers(text))
-    plan.writes[path] = source.rstrip("\n") + "\n\n\n" + body
-
-
 def _calls(node: ast.AST, name: str) -> bool:
     return any(isinstance(n, ast.Attribute) and n.attr == name for n in ast.walk(node))
 
 
-def module_class(root: Path, like: str) -> str:
-    tree = ast.parse((root / "python/customops/modules.py").read_text())
+def module_class(root: Path, family: str, like: str) -> str:
+    rel = f"python/customops/modules/{family}.py"
+    tree = ast.parse((root / rel).read_text())
     found = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and _calls(n, like)]
     if len(found) != 1:
-        raise SystemExit(f"python/customops/modules.py: expected one module calling {like}, found {found}")
+        raise SystemExit(f"{rel}: expected one module calling {like}, found {found}")
     return found[0]
 
 
@@ -232,52 +192,6 @@ def add_include(plan: Plan) -> None:
     plan.writes[path] = text[:first] + "".join(includes) + text[last:]
 
 
-def _names_in(node: ast.AST) -> List[str]:
-    if isinstance(node, ast.ImportFrom):
-        return [a.name for a in node.names]
-    return [e.value for e in node.value.elts]
-
-
-def add_exports(plan: Plan) -> None:
-    path = plan.root / "python/customops/__init__.py"
-    text = path.read_text()
-    tree = ast.parse(text)
-    lines = text.splitlines(keepends=True)
-    edits = []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.module in ("functional", "modules") and node.level == 1:
-            added = plan.name if node.module == "functional" else plan.class_name
-            names = sorted(set(_names_in(node)) | {added})
-            edits.append((node, _wrap(f"from .{node.module} import (", names, ")", quote=False)))
-        elif isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "__all__" for t in node.targets):
-            names = sorted(set(_names_in(node)) | {plan.name, plan.class_name})
-            edits.append((node, _wrap("__all__ = [", names, "]", quote=True, hang=True)))
-    for node, new in sorted(edits, key=lambda e: -e[0].lineno):
-        lines[node.lineno - 1:node.end_lineno] = [new]
-    plan.writes[path] = "".join(lines)
-
-
-def _wrap(head: str, names: List[str], tail: str, quote: bool, hang: bool = False, width: int = 116) -> str:
-    items = [f'"{n}"' if quote else n for n in names]
-    if hang:
-        out, line = [head + "\n"], "   "
-        for item in items:
-            if len(line) + len(item) + 2 > width:
-                out.append(line.rstrip() + "\n")
-                line = "   "
-            line += f" {item},"
-        return "".join(out) + line.rstrip() + "\n" + tail + "\n"
-    indent = " " * len(head)
-    out, line = [], head
-    for i, item in enumerate(items):
-        piece = item + (", " if i < len(items) - 1 else "")
-        if len(line) + len(piece) > width:
-            out.append(line.rstrip() + "\n")
-            line = indent
-        line += piece
-    return "".join(out) + line + tail + "\n"
-
-
 def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarked_maths: bool = False) -> Plan:
     """What the scaffold writes. `unmarked_maths` copies a family whose files mark no maths (the copy then computes
     the model op's maths under the new name, and passes its tests): for checking the renaming alone."""
@@ -287,7 +201,7 @@ def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarke
     if re.search(r'm\.def\("' + re.escape(name) + r'\(', schemas) or (root / f"registration/{name}.cpp").exists():
         raise SystemExit(f"'{name}' exists already")
     family = family_of(root, like)
-    plan = Plan(root, like, name, family, class_name or camel(name), module_class(root, like))
+    plan = Plan(root, like, name, family, class_name or camel(name), module_class(root, family, like))
     rename = renamer(plan)
     files = family_files(root, family)
     reference = root / f"tests/python/op_db/{family}.py"
@@ -302,11 +216,6 @@ def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarke
             raise SystemExit(f"{new_rel} exists already")
         plan.writes[target] = rename(stub_regions((root / rel).read_text(), str(new_rel), plan))
     add_schemas(plan)
-    copy_definition(plan, "python/customops/functional.py", ast.FunctionDef, lambda n: n.name == like,
-                    f"TODO({name}): what {name} computes, its arguments and result; this docstring is its API page.")
-    copy_definition(plan, "python/customops/modules.py", ast.ClassDef, lambda n: n.name == plan.like_class,
-                    f"TODO({name}): :func:`customops.{name}` as a module.")
-    add_exports(plan)
     add_include(plan)
     return plan
 

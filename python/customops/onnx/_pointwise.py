@@ -52,7 +52,8 @@ class _Value:
 
 # The maths namespace's functions (customops.pointwise.TORCH's names) as ONNX operators.
 NODES = {"exp": "Exp", "sigmoid": "Sigmoid", "tanh": "Tanh"}
-ONNX = SimpleNamespace(**{name: (lambda v, node=getattr(op, node): v._new(node(v.value))) for name, node in NODES.items()})
+ONNX = SimpleNamespace(**{name: (lambda v, node=getattr(op, node): v._new(node(v.value)))
+                          for name, node in NODES.items()})
 
 
 def translation_text(formula: Callable, *names: str) -> str:

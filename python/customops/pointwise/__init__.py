@@ -4,7 +4,8 @@ A family module here defines its op's value and derivatives as Python functions 
 (``m.exp``, ``m.sigmoid``, ``m.tanh``) and of the op's inputs, with Python's arithmetic operators. The same
 functions are evaluated on torch tensors (:func:`on_tensors`: Inductor's and litert-torch's decompositions,
 torch.func's double backward, the tests' reference), on ONNX values (customops.onnx's translation) and on names
-(:func:`as_text`: the docs' tables). The kernels' C++ copy of each formula is in kernels/<family>.h; the tests compare every path with the kernels.
+(:func:`as_text`: the docs' tables). The kernels' C++ copy of each formula is in kernels/<family>.h; the tests
+compare every path with the kernels.
 """
 
 from __future__ import annotations

@@ -1,65 +1,16 @@
-"""nn.Module wrappers of the functional API (scriptable and exportable)."""
+"""customops.Conv2d and customops.DepthwiseConv2d (nn.Conv2d's parameters and arguments)."""
 
 from __future__ import annotations
 
 import math
-from typing import List, Optional
 
 import torch
 from torch import Tensor, nn
 from torch.nn.modules.utils import _pair
 
-from . import functional as F
+from ..functional.conv import _padding_sides
 
-
-class QuickGELU(nn.Module):
-    r"""Applies :func:`customops.quick_gelu` elementwise: ``x * sigmoid(1.702 * x)``.
-
-    A drop-in for ``nn.GELU()`` in models trained with the sigmoid approximation
-    (CLIP's ``QuickGELU``).
-
-    Shape:
-        Input: any shape. Output: same shape as the input.
-
-    Example::
-
-        >>> m = customops.QuickGELU()
-        >>> y = m(torch.randn(2, 3))
-    """
-
-    def forward(self, x: Tensor) -> Tensor:
-        return F.quick_gelu(x)
-
-
-class Im2col(nn.Module):
-    """:func:`customops.im2col` as a module; the same arguments as ``nn.Unfold``."""
-
-    def __init__(self, kernel_size, dilation=1, padding=0, stride=1) -> None:
-        super().__init__()
-        self.kernel_size, self.dilation = list(_pair(kernel_size)), list(_pair(dilation))
-        self.padding, self.stride = list(_pair(padding)), list(_pair(stride))
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.im2col(input, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, dilation={self.dilation}, padding={self.padding}, stride={self.stride}"
-
-
-class Col2im(nn.Module):
-    """:func:`customops.col2im` as a module; the same arguments as ``nn.Fold``."""
-
-    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1) -> None:
-        super().__init__()
-        self.output_size, self.kernel_size = list(_pair(output_size)), list(_pair(kernel_size))
-        self.dilation, self.padding, self.stride = list(_pair(dilation)), list(_pair(padding)), list(_pair(stride))
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.col2im(input, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self) -> str:
-        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")
+__all__ = ["Conv2d", "DepthwiseConv2d"]
 
 
 class _Conv(nn.Module):
@@ -93,7 +44,7 @@ class _Conv(nn.Module):
         if isinstance(self.padding, str) and self.padding not in ("valid", "same"):
             raise ValueError(f"padding must be 'valid', 'same', an int or a pair, got {self.padding!r}")
         try:
-            pads = F._padding_sides(self.padding, self.kernel_size, self.stride, self.dilation)
+            pads = _padding_sides(self.padding, self.kernel_size, self.stride, self.dilation)
         except RuntimeError as e:  # nn.Conv2d raises ValueError where F.conv2d raises RuntimeError
             raise ValueError(str(e)) from None
         (top, bottom), (left, right) = pads
@@ -166,42 +117,3 @@ class DepthwiseConv2d(_Conv):
     def forward(self, input: Tensor) -> Tensor:
         return torch.ops.customops.depthwise_conv2d(self._pad(input), self.weight, self.bias, self.stride,
                                                     self._conv_padding, self.dilation)
-
-
-class UpsampleBilinear2d(nn.Module):
-    r""":func:`customops.upsample_bilinear2d` as a module: like ``nn.Upsample(mode="bilinear")``
-    with a ``coordinate_mode`` (``"half_pixel"``, ``"align_corners"`` or ``"asymmetric"``)
-    in place of ``align_corners``; ``scale_factor`` and ``recompute_scale_factor``
-    as :func:`customops.upsample_bilinear2d` reads them (as ``nn.Upsample``).
-
-    Example::
-
-        >>> up = customops.UpsampleBilinear2d(scale_factor=2, coordinate_mode="asymmetric")
-        >>> y = up(torch.randn(1, 3, 8, 8))  # (1, 3, 16, 16), as TF1 resize_bilinear
-    """
-
-    def __init__(self, size=None, scale_factor=None, coordinate_mode: str = "half_pixel",
-                 recompute_scale_factor: Optional[bool] = None) -> None:
-        super().__init__()
-        if (size is None) == (scale_factor is None):
-            raise ValueError("UpsampleBilinear2d: give exactly one of size and scale_factor")
-        self.size: Optional[List[int]] = None if size is None else [int(s) for s in _pair(size)]
-        self.scale_factor: Optional[List[float]] = (
-            None if scale_factor is None else [float(s) for s in _pair(scale_factor)])
-        self.coordinate_mode = coordinate_mode
-        self.recompute_scale_factor: Optional[bool] = recompute_scale_factor
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.upsample_bilinear2d(input, self.size, self.coordinate_mode, self.scale_factor,
-                                     recompute_scale_factor=self.recompute_scale_factor)
-
-    def extra_repr(self) -> str:
-        what = f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
-        return f"{what}, coordinate_mode={self.coordinate_mode!r}"
-
-
-class TrilinearInterpolation(nn.Module):
-    """:func:`customops.trilinear_interpolation` as a module: ``forward(feats, points)``."""
-
-    def forward(self, feats: Tensor, points: Tensor) -> Tensor:
-        return F.trilinear_interpolation(feats, points)
