@@ -22,32 +22,19 @@ class _Value:
     def _new(self, value) -> "_Value":
         return _Value(value, self.dtype)
 
-    def __add__(self, other):
-        return self._new(op.Add(self.value, self._of(other)))
-
-    def __radd__(self, other):
-        return self._new(op.Add(self._of(other), self.value))
-
-    def __sub__(self, other):
-        return self._new(op.Sub(self.value, self._of(other)))
-
-    def __rsub__(self, other):
-        return self._new(op.Sub(self._of(other), self.value))
-
-    def __mul__(self, other):
-        return self._new(op.Mul(self.value, self._of(other)))
-
-    def __rmul__(self, other):
-        return self._new(op.Mul(self._of(other), self.value))
-
-    def __truediv__(self, other):
-        return self._new(op.Div(self.value, self._of(other)))
-
-    def __rtruediv__(self, other):
-        return self._new(op.Div(self._of(other), self.value))
-
     def __neg__(self):
         return self._new(op.Neg(self.value))
+
+
+def _binary(node):
+    return (lambda a, b: a._new(node(a.value, a._of(b))),  # a <op> b
+            lambda a, b: a._new(node(a._of(b), a.value)))  # b <op> a, b a number
+
+
+for _name, _node in (("add", op.Add), ("sub", op.Sub), ("mul", op.Mul), ("truediv", op.Div)):
+    _forward, _reverse = _binary(_node)
+    setattr(_Value, f"__{_name}__", _forward)
+    setattr(_Value, f"__r{_name}__", _reverse)
 
 
 # The maths namespace's functions (customops.pointwise.TORCH's names) as ONNX operators.

@@ -58,32 +58,13 @@ class _Text:
             else f"({right.text})"
         return _Text(f"{lhs} {symbol} {rhs}", precedence)
 
-    def __add__(self, other):
-        return self._binary(other, "+", 1)
-
-    def __radd__(self, other):
-        return self._binary(other, "+", 1, swap=True)
-
-    def __sub__(self, other):
-        return self._binary(other, "-", 1)
-
-    def __rsub__(self, other):
-        return self._binary(other, "-", 1, swap=True)
-
-    def __mul__(self, other):
-        return self._binary(other, "*", 2)
-
-    def __rmul__(self, other):
-        return self._binary(other, "*", 2, swap=True)
-
-    def __truediv__(self, other):
-        return self._binary(other, "/", 2)
-
-    def __rtruediv__(self, other):
-        return self._binary(other, "/", 2, swap=True)
-
     def __neg__(self):
         return _Text("-" + (self.text if self.precedence >= 3 else f"({self.text})"), 3)
+
+
+for _name, _symbol, _precedence in (("add", "+", 1), ("sub", "-", 1), ("mul", "*", 2), ("truediv", "/", 2)):
+    setattr(_Text, f"__{_name}__", lambda a, b, s=_symbol, p=_precedence: a._binary(b, s, p))
+    setattr(_Text, f"__r{_name}__", lambda a, b, s=_symbol, p=_precedence: a._binary(b, s, p, swap=True))
 
 
 def as_text(formula: Callable, *names: str, functions: Optional[dict] = None) -> str:
