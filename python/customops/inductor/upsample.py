@@ -24,10 +24,10 @@ def _taps(in_size, out_size, mode: str, device: torch.device, dtype: torch.dtype
     o = torch.arange(out_size, device=device, dtype=dtype)
 
     def size(n):
-        # The scale is computed from the sizes as tensors of the compute dtype, as the kernels do. With dynamic
-        # shapes a scale of Python numbers becomes a symbolic expression, which Triton evaluates in float32
-        # even in a float64 graph (1e-6 off the kernels' coordinates).
-        return torch.full((), n, device=device, dtype=dtype)
+        # A symbolic size (dynamic shapes) enters the scale as a tensor of the compute dtype, as in the kernels: a
+        # scale of symbolic Python numbers becomes an expression that Triton evaluates in float32, even in a
+        # float64 graph (1e-6 off the kernels' coordinates). A static size stays a number: the scale a constant.
+        return float(n) if isinstance(n, int) else torch.full((), n, device=device, dtype=dtype)
 
     if mode == "align_corners":
         scale, off = ((size(in_size) - 1) / (size(out_size) - 1) if out_size > 1 else size(0)), 0.0
