@@ -194,7 +194,7 @@ def test_pypi_compiler_builds_a_cuda_source_with_no_system_toolkit(tmp_path):
 
 @pytest.mark.skipif(not torch.version.cuda, reason="the architectures of a CUDA build")
 def test_build_without_a_gpu_targets_the_release_architectures(tmp_path):
-    # scripts/test.sh compiles two architectures where no GPU is; this is the choice everyone else's build makes.
+    # scripts/test.sh compiles one architecture per leg where no GPU is; this is the choice every other build makes.
     env = {k: v for k, v in os.environ.items() if k != "TORCH_CUDA_ARCH_LIST"}
     env["CUDA_VISIBLE_DEVICES"] = ""  # as on a machine without a GPU
     done = _configure(tmp_path / "build", env, "-DCUSTOMOPS_WITH_CUTLASS=OFF")
