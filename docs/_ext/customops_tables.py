@@ -162,10 +162,11 @@ def _declared(op: str, attribute: str, what: str, how: str):
     function = getattr(customops, op, None)
     if function is None:
         raise ValueError(f"docs: registered op {op} has no function customops.{op} (customops/functional/<family>.py, "
-                         "exported from customops/__init__.py)")
+                         "named in that module's __all__)")
     value = getattr(function, attribute, None)
     if not value:
-        raise ValueError(f"docs: customops.{op} has no {attribute}, {what} (customops/functional/<family>.py: {how})")
+        raise ValueError(f"docs: customops.{op} has no {attribute}, {what} "
+                         f"(customops/functional/<family>.py: {how})")
     return value
 
 

@@ -5,8 +5,8 @@ One module per family holds its classes and names them in its ``__all__``; this 
 
 from __future__ import annotations
 
-from .._families import family_modules
+from .._families import exported, family_modules
 
 FAMILIES = family_modules(__name__, __path__)
-__all__ = [name for family in FAMILIES for name in family.__all__]
-globals().update({name: getattr(family, name) for family in FAMILIES for name in family.__all__})
+globals().update(exported(FAMILIES))
+__all__ = list(exported(FAMILIES))

@@ -31,12 +31,11 @@ def opmath(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def on_tensors(formula: Callable, *tensors: torch.Tensor, dtype: Optional[torch.dtype] = None) -> torch.Tensor:
+def on_tensors(formula: Callable, *tensors: torch.Tensor) -> torch.Tensor:
     """``formula(TORCH, *tensors)`` computed as the kernels compute it: in the opmath type of the first tensor's
-    dtype, the result in ``dtype`` (default: the first tensor's)."""
+    dtype, the result in that dtype."""
     compute = opmath(tensors[0].dtype)
-    result = formula(TORCH, *(t.to(compute) for t in tensors))
-    return result.to(dtype or tensors[0].dtype)
+    return formula(TORCH, *(t.to(compute) for t in tensors)).to(tensors[0].dtype)
 
 
 class _Text:
