@@ -1,80 +1,47 @@
 // scaffold: what the family computes |
-// quick_gelu family: y = x * sigmoid(1.702 x) and its gradient.
+// quick_gelu: y = x * sigmoid(1.702 x), the sigmoid approximation of GELU (CLIP's QuickGELU).
 // scaffold-end
 #pragma once
 
-#include <ATen/core/Tensor.h>
-#include <c10/macros/Macros.h>
-
-#include <cmath>
-
-#include "kernels/common/checks.h"
-#include "kernels/common/cpu_capability.h"
+#include "kernels/common/pointwise.h"
 
 namespace customops {
 
-namespace quick_gelu_math {
+struct QuickGelu {
+  static constexpr const char* kName = "quick_gelu";
+  static constexpr const char* kInputs[] = {"x"};
 
-// scaffold: the formulas' constants |
-constexpr double kAlpha = 1.702;  // rounded to each dtype where used
-// scaffold-end
-
-template <typename T>
-C10_HOST_DEVICE inline T forward(T x) {
-  // scaffold: the forward formula, in T (the kernels' opmath type) | return x;
-  // x / (1 + exp(-a x)) rather than x * sigmoid(a x): for very negative x the
-  // exponential overflows to inf and the quotient is -0, never inf * 0 = NaN.
-  using std::exp;
-  return x / (T(1) + exp(-T(kAlpha) * x));
+  // scaffold: the formulas' constants |
+  static constexpr double kAlpha = 1.702;  // rounded to each dtype where used
   // scaffold-end
-}
 
-template <typename T>
-C10_HOST_DEVICE inline T backward(T grad, T x) {
-  // scaffold: the gradient, grad * f'(x) | return grad;
-  // d/dx [x s(a x)] = s + a x s (1 - s), with s = sigmoid(a x). When s underflows
-  // to 0 (x very negative) the second term is x * 0 = 0, not NaN.
-  using std::exp;
-  const T s = T(1) / (T(1) + exp(-T(kAlpha) * x));
-  return grad * (s + T(kAlpha) * x * s * (T(1) - s));
-  // scaffold-end
-}
+  template <typename T>
+  C10_HOST_DEVICE static T forward(T x) {
+    // scaffold: f(x), in T (a number or SIMD vector of the kernels' opmath type, or a tensor) | return x;
+    // x / (1 + exp(-a x)) rather than x * sigmoid(a x): for very negative x the
+    // exponential overflows to inf and the quotient is -0, never inf * 0 = NaN.
+    return x / (T(1) + pw::exp(-T(kAlpha) * x));
+    // scaffold-end
+  }
 
-} // namespace quick_gelu_math
+  template <typename T>
+  C10_HOST_DEVICE static pw::Values<T, 1> derivatives(T x) {
+    // scaffold: df/dx | return {T(1)};
+    // d/dx [x s(a x)] = s + a x s (1 - s), with s = sigmoid(a x). When s underflows
+    // to 0 (x very negative) the second term is x * 0 = 0, not NaN.
+    const T s = pw::sigmoid(T(kAlpha) * x);
+    return {s + T(kAlpha) * x * s * (T(1) - s)};
+    // scaffold-end
+  }
 
-namespace checks {
-
-inline void quick_gelu(const at::Tensor& x) {
-  floating("quick_gelu", "x", x);
-  dense_fits("quick_gelu", "x", x);
-}
-
-inline void quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x) {
-  floating("quick_gelu_backward", "x", x);
-  floating("quick_gelu_backward", "grad_out", grad_out);
-  same_device("quick_gelu_backward", "grad_out", grad_out, "x", x);
-  same_dtype("quick_gelu_backward", "grad_out", grad_out, "x", x);
-  same_shape("quick_gelu_backward", "grad_out", grad_out, "x", x);
-  dense_fits("quick_gelu_backward", "x", x);
-  dense_fits("quick_gelu_backward", "grad_out", grad_out);
-}
-
-} // namespace checks
-
-namespace cpu {
-CUSTOMOPS_CPU_DECLARE(
-    at::Tensor quick_gelu(const at::Tensor& x);
-    at::Tensor quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x);)
-} // namespace cpu
-
-namespace cuda {
-at::Tensor quick_gelu(const at::Tensor& x);
-at::Tensor quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x);
-} // namespace cuda
-
-namespace meta {
-at::Tensor quick_gelu(const at::Tensor& x);
-at::Tensor quick_gelu_backward(const at::Tensor& grad_out, const at::Tensor& x);
-} // namespace meta
+  template <typename T>
+  C10_HOST_DEVICE static pw::Values<T, 1> second_derivatives(T x) {
+    // scaffold: d2f/dx2 | return {T(0)};
+    // f''(x) = a s (1 - s) (2 + a x (1 - 2 s)).
+    const T s = pw::sigmoid(T(kAlpha) * x);
+    return {T(kAlpha) * s * (T(1) - s) * (T(2) + T(kAlpha) * x * (T(1) - T(2) * s))};
+    // scaffold-end
+  }
+};
 
 } // namespace customops

@@ -47,6 +47,8 @@ TORCH_LIBRARY(customops, m) {
   m.def("trilinear_interpolation(Tensor feats, Tensor points) -> Tensor", pt2);
   m.def("trilinear_interpolation_backward(Tensor grad_out, Tensor feats, Tensor points, bool[2] output_mask) "
         "-> (Tensor, Tensor)", pt2);
+  m.def("silu_mul(Tensor a, Tensor b) -> Tensor", pt2);
+  m.def("silu_mul_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)", pt2);
 }
 
 // Which implementation an op runs on CUDA where PyTorch has a competing kernel (kernels/common/

@@ -38,7 +38,7 @@ def test_every_family_file_gets_a_renamed_copy(like):
         assert "scaffold:" not in text and "scaffold-end" not in text, path
         if path.suffix == ".py":
             ast.parse(text, str(path))
-    for place in (f"registration/{NAME}.cpp", f"kernels/meta/{NAME}.cpp", f"tests/python/op_db/{NAME}.py"):
+    for place in (f"registration/{NAME}.cpp", f"tests/python/op_db/{NAME}.py"):
         assert ROOT / place in new
 
 
@@ -46,16 +46,21 @@ def test_quick_gelu_maths_become_stubs_the_tests_reject():
     plan = new_op.plan_op(ROOT, NAME, "quick_gelu", None)
     text = {p.relative_to(ROOT).as_posix(): t for p, t in plan.writes.items()}
     header = text[f"kernels/{NAME}.h"]
-    assert f"// TODO({NAME}): the forward formula" in header and "return x;" in header
-    assert "exp(" not in header  # quick_gelu's formula is gone
-    assert "exp_u20" not in text[f"kernels/cpu/{NAME}.cpp"]
-    assert "at::sigmoid" not in text[f"registration/{NAME}.cpp"]
+    assert f"// TODO({NAME}): f(x)" in header and "return x;" in header and "struct ScaffoldProbe {" in header
+    assert "exp(" not in header and "sigmoid" not in header  # quick_gelu's formulas are gone
+    # A pointwise family's kernels and registration are the shared ones, instantiated for it.
+    assert "template struct customops::cpu::CPU_CAPABILITY::Pointwise<customops::ScaffoldProbe>;" in \
+        text[f"kernels/cpu/{NAME}.cpp"]
+    assert "template struct customops::cuda::Pointwise<customops::ScaffoldProbe>;" in text[f"kernels/cuda/{NAME}.cu"]
+    assert "CUSTOMOPS_REGISTER_POINTWISE(customops::ScaffoldProbe)" in text[f"registration/{NAME}.cpp"]
     # The Python formulas are stubs; the concerns, the reference and the benchmark's baseline evaluate them.
     formulas = text[f"python/customops/pointwise/{NAME}.py"]
     assert formulas.count(f'raise NotImplementedError("TODO({NAME})")') == 3 and "sigmoid" not in formulas
-    for place in ("python/customops/func", "python/customops/inductor", "python/customops/onnx",
-                  "tests/python/op_db", "python/customops/benchmark/ops"):
+    for place in ("tests/python/op_db", "python/customops/benchmark/ops"):
         assert f"pointwise import {NAME} as formulas" in text[f"{place}/{NAME}.py"], place
+    # torch.func, sharding, ONNX, Inductor and litert-torch make their parts from the formulas: no files there.
+    for concern in ("func", "sharding", "onnx", "inductor", "litert"):
+        assert f"python/customops/{concern}/{NAME}.py" not in text, concern
     # The function (its docs lines and docstring TODOs) and the module, which their packages find and export.
     functional = text[f"python/customops/functional/{NAME}.py"]
     assert f"def {NAME}(x: Tensor) -> Tensor:" in functional and f'@_overview("TODO({NAME})' in functional

@@ -144,9 +144,12 @@ def test_autocast(op: OpInfo, device, low):
         with torch.autocast(device, dtype=low):
             out = call(op, sample)
         first = sample.tensors()[0]
-        want = low if op.autocast == "lower_precision" else first.dtype
+        want = compute = low if op.autocast == "lower_precision" else first.dtype
+        if op.autocast == "promote":  # as a * b: the widest floating input's dtype; gradients in each input's
+            floating = [t.dtype for t in sample.tensors() if t.is_floating_point()]
+            want = functools.reduce(torch.promote_types, floating)
+            compute = min(floating, key=lambda d: torch.finfo(d).bits)
         assert out.dtype == want, f"{sample.name}: ran in {out.dtype}, expected {want}"
-        compute = low if op.autocast == "lower_precision" else first.dtype
         _check_against_reference(op, sample, _as_autocast_casts(op, sample, low), out, compute)
 
     sample = next(s for s in samples if all(t.numel() > 0 for t in s.tensors()))

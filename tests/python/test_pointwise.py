@@ -22,34 +22,39 @@ def _samples(family):
             yield sample
 
 
-def _as_tuple(value):
-    return value if isinstance(value, tuple) else (value,)
-
-
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__.rsplit(".", 1)[1])
 def test_derivatives_are_the_values_derivatives(family):
     for sample in _samples(family):
         xs = [t.detach().clone().requires_grad_() for t in sample.tensors()]
+        assert len(xs) == len(family.INPUTS), sample.name
         value = family.forward(pointwise.TORCH, *xs)
-        grads = torch.autograd.grad(value.sum(), xs, create_graph=True)
-        derivatives = _as_tuple(family.derivative(pointwise.TORCH, *xs))
-        assert len(derivatives) == len(xs), sample.name
-        for got, want in zip(derivatives, grads):
-            torch.testing.assert_close(got, want, msg=lambda m: f"{sample.name}, derivative: {m}")
-        if len(xs) == 1 and hasattr(family, "second_derivative"):
-            (want,) = torch.autograd.grad(grads[0].sum(), xs)
-            got = family.second_derivative(pointwise.TORCH, *xs)
-            torch.testing.assert_close(got, want, msg=lambda m: f"{sample.name}, second derivative: {m}")
+        want = torch.autograd.grad(value.sum(), xs, create_graph=True)
+        got = family.derivatives(pointwise.TORCH, *xs)
+        assert len(got) == len(xs), sample.name
+        for i, (g, w) in enumerate(zip(got, want)):
+            torch.testing.assert_close(g, w, msg=lambda m: f"{sample.name}, df/d{family.INPUTS[i]}: {m}")
+        second = family.second_derivatives(pointwise.TORCH, *xs)
+        for i in range(len(xs)):
+            row = torch.autograd.grad(want[i].sum(), xs, allow_unused=True, retain_graph=True)
+            for j in range(len(xs)):
+                w = torch.zeros_like(xs[j]) if row[j] is None else row[j]
+                g = torch.as_tensor(second[i][j], dtype=w.dtype).expand_as(w)
+                torch.testing.assert_close(g, w, msg=lambda m: f"{sample.name}, d2f/d{i}d{j}: {m}")
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__.rsplit(".", 1)[1])
 def test_formulas_use_only_the_shared_maths(family):
     # The ONNX evaluation knows every function of the torch one.
     assert set(onnx_pointwise.NODES) == set(vars(pointwise.TORCH))
-    names = [f"x{i}" for i in range(len(next(_samples(family)).tensors()))]
-    for formula in (family.forward, family.derivative, getattr(family, "second_derivative", None)):
-        if formula is not None:
-            assert pointwise.as_text(formula, *names)  # raises on anything but the namespace and arithmetic
+    for formula in (family.forward, family.derivatives, family.second_derivatives):
+        leaves = len(_leaves(formula(pointwise.TORCH, *(torch.ones(()) for _ in family.INPUTS))))
+        for k in range(leaves):  # as_text raises on anything but the namespace and arithmetic
+            assert pointwise.as_text(lambda m, *xs: _leaves(formula(m, *xs))[k], *family.INPUTS)
+
+
+def _leaves(value) -> list:
+    """A formula's results: its value, or the values of its tuples (of tuples)."""
+    return [leaf for v in value for leaf in _leaves(v)] if isinstance(value, tuple) else [value]
 
 
 def test_as_text_brackets_what_needs_them():

@@ -1,4 +1,5 @@
-// Elementwise map over dense device memory: out[i] = op(in[i]...).
+// Elementwise map over dense device memory: out[k][i] = op(in[i]...)[k] for
+// each of the op's K results.
 // Memory-bound, so each thread keeps kUnroll 16-byte loads per input in flight
 // before it computes; misaligned pointers and the last n % kVec elements take a
 // one-element-per-load path.
@@ -8,7 +9,9 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
+#include <array>
 #include <cstdint>
+#include <limits>
 #include <utility>
 
 namespace customops::cuda {
@@ -22,15 +25,21 @@ constexpr int kMapThreads = 256;
 constexpr int kMapUnroll = 4;
 
 template <typename scalar_t, int kVec, typename Op, size_t... K>
-__device__ __forceinline__ scalar_t apply_op(const Op& op, const Pack<scalar_t, kVec> (&vals)[sizeof...(K)],
-                                             int j, std::index_sequence<K...>) {
+__device__ __forceinline__ auto apply_op(const Op& op, const Pack<scalar_t, kVec> (&vals)[sizeof...(K)], int j,
+                                         std::index_sequence<K...>) {
   using opmath_t = at::opmath_type<scalar_t>;
-  return static_cast<scalar_t>(op(static_cast<opmath_t>(vals[K].v[j])...));
+  return op(static_cast<opmath_t>(vals[K].v[j])...);
 }
 
-template <typename scalar_t, int kVec, typename Op, typename... In>
+// Output pointers, by value into the kernel.
+template <typename scalar_t, size_t K>
+struct Outputs {
+  scalar_t* p[K];
+};
+
+template <typename scalar_t, int kVec, size_t kOut, typename Op, typename... In>
 __global__ void __launch_bounds__(kMapThreads)
-    map_kernel(scalar_t* out, int64_t n_packs, Op op, In... in) {
+    map_kernel(Outputs<scalar_t, kOut> out, int64_t n_packs, Op op, In... in) {
   using P = Pack<scalar_t, kVec>;
   constexpr size_t kInputs = sizeof...(In);
   const scalar_t* inputs[kInputs] = {in...};
@@ -51,18 +60,25 @@ __global__ void __launch_bounds__(kMapThreads)
   for (int u = 0; u < kMapUnroll; ++u) {
     const int64_t p = first + static_cast<int64_t>(u) * kMapThreads;
     if (p < n_packs) {
-      P r;
+      P r[kOut];
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        r.v[j] = apply_op<scalar_t, kVec>(op, vals[u], j, std::make_index_sequence<kInputs>{});
+        const auto v = apply_op<scalar_t, kVec>(op, vals[u], j, std::make_index_sequence<kInputs>{});
+#pragma unroll
+        for (size_t k = 0; k < kOut; ++k) {
+          r[k].v[j] = static_cast<scalar_t>(v[k]);
+        }
       }
-      reinterpret_cast<P*>(out)[p] = r;
+#pragma unroll
+      for (size_t k = 0; k < kOut; ++k) {
+        reinterpret_cast<P*>(out.p[k])[p] = r[k];
+      }
     }
   }
 }
 
-template <int kVec, typename scalar_t, typename Op, typename... In>
-void launch_map(scalar_t* out, int64_t n_packs, const Op& op, In... in) {
+template <int kVec, typename scalar_t, size_t kOut, typename Op, typename... In>
+void launch_map(Outputs<scalar_t, kOut> out, int64_t n_packs, const Op& op, In... in) {
   constexpr int64_t per_block = int64_t(kMapThreads) * kMapUnroll;
   const int64_t blocks = (n_packs + per_block - 1) / per_block;
   TORCH_CHECK(blocks <= std::numeric_limits<int32_t>::max(), "customops: tensor too large for one launch");
@@ -75,21 +91,30 @@ inline bool aligned16(const void* p) {
   return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
 }
 
-// out and every input: n elements of dense memory laid out alike. Runs on the
+// Every output and input: n elements of dense memory laid out alike. `op` takes
+// opmath_type<scalar_t> values and returns K of them (pw::Values). Runs on the
 // current stream of the current device (callers hold a CUDAGuard).
-template <typename scalar_t, typename Op, typename... In>
-void map_dense(scalar_t* out, int64_t n, const Op& op, const In*... in) {
+template <typename scalar_t, size_t K, typename Op, typename... In>
+void map_dense(const std::array<scalar_t*, K>& out, int64_t n, const Op& op, const In*... in) {
   if (n == 0) {
     return;
   }
   constexpr int kVec = 16 / sizeof(scalar_t);
-  const bool vectorizable = aligned16(out) && (aligned16(in) && ...);
+  bool vectorizable = (aligned16(in) && ...);
+  Outputs<scalar_t, K> head_out, tail_out;
+  for (size_t k = 0; k < K; ++k) {
+    vectorizable = vectorizable && aligned16(out[k]);
+    head_out.p[k] = out[k];
+  }
   const int64_t head = vectorizable ? n / kVec * kVec : 0;
+  for (size_t k = 0; k < K; ++k) {
+    tail_out.p[k] = out[k] + head;
+  }
   if (head > 0) {
-    launch_map<kVec>(out, head / kVec, op, in...);
+    launch_map<kVec>(head_out, head / kVec, op, in...);
   }
   if (head < n) {
-    launch_map<1>(out + head, n - head, op, (in + head)...);
+    launch_map<1>(tail_out, n - head, op, (in + head)...);
   }
 }
 

@@ -9,5 +9,6 @@
 #include <customops/conv.h>
 #include <customops/fold.h>
 #include <customops/quick_gelu.h>
+#include <customops/silu_mul.h>
 #include <customops/trilinear.h>
 #include <customops/upsample.h>

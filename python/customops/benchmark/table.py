@@ -42,9 +42,10 @@ class BenchOp:
     demo: Callable[[torch.device], Demo]
 
 
-def grad_of(fn: Callable[[torch.Tensor], torch.Tensor]) -> Callable[[State], object]:
-    """forward + backward: y = fn(x); dL/dx for the upstream gradient g."""
-    return lambda s: torch.autograd.grad(fn(s["x"]), s["x"], s["g"])
+def grad_of(fn: Callable[..., torch.Tensor], *inputs: str) -> Callable[[State], object]:
+    """forward + backward: y = fn(*inputs) (the state's "x" by default); dL/d(inputs) for the upstream gradient g."""
+    names = inputs or ("x",)
+    return lambda s: torch.autograd.grad(fn(*(s[n] for n in names)), [s[n] for n in names], s["g"])
 
 
 def _table() -> list[BenchOp]:

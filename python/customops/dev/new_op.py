@@ -27,25 +27,34 @@ from typing import Dict, List, Optional, Tuple
 # registration file). Each place is a file or a folder of files (kernels/cuda/<family>/). Python concerns are
 # the packages of python/customops that hold a module per family (they discover their modules).
 FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
-    ("kernels/{family}.h", "maths (scalar formulas shared by CPU and CUDA), argument checks, kernel declarations"),
-    ("kernels/cpu/{family}.cpp", "CPU kernels (compiled once per instruction set), or a folder kernels/cpu/{family}/"),
-    ("kernels/cuda/{family}/", "CUDA kernels"),
+    ("kernels/{family}.h", "maths (scalar formulas shared by CPU and CUDA), argument checks, kernel declarations; "
+     "a pointwise family: one struct of formulas (kernels/common/pointwise.h)"),
+    ("kernels/cpu/{family}.cpp", "CPU kernels (compiled once per instruction set), or a folder kernels/cpu/{family}/; "
+     "a pointwise family: one line, the shared kernels' instantiation"),
+    ("kernels/cuda/{family}.cu", "CUDA kernels of a pointwise family: one line, as the CPU's"),
+    ("kernels/cuda/{family}/", "CUDA kernels of other families"),
     ("kernels/common/{family}.cpp", "host code the backends share (window plans, argument parsing), where needed"),
-    ("kernels/meta/{family}.cpp", "Meta kernels: output shapes, dtypes and strides"),
-    ("registration/{family}.cpp", "kernels per dispatch key, autograd (the backward and double backward), autocast"),
+    ("kernels/meta/{family}.cpp", "Meta kernels: output shapes, dtypes and strides (a pointwise family has none: "
+     "the shared ones)"),
+    ("registration/{family}.cpp", "kernels per dispatch key, autograd (the backward and double backward), autocast; "
+     "a pointwise family: one line, CUSTOMOPS_REGISTER_POINTWISE"),
     ("ops/include/customops/{family}.h", "C++ API declarations"),
     ("ops/src/{family}.cpp", "C++ API: the ops called through the dispatcher"),
     ("ops/src/{family}_ops.h", "typed operator handles shared by the C++ API and the autograd kernels, where needed"),
     ("python/customops/functional/{family}.py", "the Python functions: each one's docstring is its API page, its "
      "@_overview its line in the docs' operator and memory-format tables"),
     ("python/customops/modules/{family}.py", "the nn.Modules, each docstring naming its function first"),
-    ("python/customops/pointwise/{family}.py", "a pointwise op's formulas (value, derivatives), once for the "
-     "Python paths: Inductor, ONNX, torch.func, the tests' reference, the benchmark's baseline"),
-    ("python/customops/func/{family}.py", "torch.func: vmap rules and forward-mode formulas"),
-    ("python/customops/sharding/{family}.py", "DTensor sharding rules"),
-    ("python/customops/onnx/{family}.py", "ONNX translation"),
-    ("python/customops/inductor/{family}.py", "Inductor decomposition (where it is faster; else no file)"),
-    ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite) decomposition or lowering"),
+    ("python/customops/pointwise/{family}.py", "a pointwise op's formulas (value, first and second derivatives) "
+     "and compiled-graph choice, once for the Python paths: Inductor, litert-torch, ONNX, torch.func and sharding "
+     "(each made from them: no file of the family in those packages), the tests' reference, the benchmark's "
+     "baseline"),
+    ("python/customops/func/{family}.py", "torch.func: vmap rules and forward-mode formulas (not pointwise)"),
+    ("python/customops/sharding/{family}.py", "DTensor sharding rules (not pointwise)"),
+    ("python/customops/onnx/{family}.py", "ONNX translation (not pointwise)"),
+    ("python/customops/inductor/{family}.py", "Inductor decomposition (not pointwise; where it is faster, else no "
+     "file)"),
+    ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite) decomposition or lowering (not "
+     "pointwise)"),
     ("tests/python/op_db/{family}.py", "the OpInfo: reference, samples, errors, strategies, fuzz call, cost"),
     ("python/customops/benchmark/ops/{family}.py", "benchmark cases against PyTorch (eager, compiled) and the demo"),
 )
@@ -88,6 +97,9 @@ def find_root(start: Optional[Path] = None) -> Path:
 def family_of(root: Path, op: str) -> str:
     """The family of `op`: the registration file that registers its kernels."""
     pattern = re.compile(r'm\.impl\("' + re.escape(op) + r'"')
+    pointwise = root / "registration" / f"{op}.cpp"
+    if pointwise.is_file() and "CUSTOMOPS_REGISTER_POINTWISE(" in pointwise.read_text():
+        return op
     owners = [p.stem for p in sorted((root / "registration").glob("*.cpp")) if pattern.search(p.read_text())]
     if not owners:
         raise SystemExit(f"--like {op}: no registration/<family>.cpp registers kernels of '{op}'")

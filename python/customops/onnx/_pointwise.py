@@ -1,13 +1,15 @@
 """The pointwise formulas (customops.pointwise) on ONNX values: Python's arithmetic and the maths namespace become
-ONNX nodes, numbers become constants of the compute dtype (the kernels' opmath type, float for the half types)."""
+ONNX nodes, numbers become constants of the compute dtype (the kernels' opmath type, float for the half types).
+Each pointwise family's translation is made here (``family``), not written in a module of its own."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Callable
 
+from .._families import function_from_source, short_name, synthesized
 from ..pointwise import as_text
-from ._common import compute_dtype, op, scalar, to_compute
+from ._common import TFloat, compute_dtype, op, scalar, to_compute
 
 
 class _Value:
@@ -58,3 +60,20 @@ def on_values(formula: Callable, *values):
     dtype = compute_dtype(values[0])
     result = formula(ONNX, *(_Value(to_compute(v, dtype), dtype) for v in values))
     return to_compute(result.value, values[0].dtype)
+
+
+def _translation(name: str, inputs: tuple, formula: Callable) -> Callable:
+    """``name(x1: TFloat, ...) -> TFloat``: onnxscript reads the inputs' types from the signature."""
+    source = f"def {name}({', '.join(f'{x}: TFloat' for x in inputs)}) -> TFloat:\n" \
+             f"    return on_values(formula, {', '.join(inputs)})\n"
+    scope = {"__name__": __name__, "TFloat": TFloat, "on_values": on_values, "formula": formula}
+    return function_from_source(source, name, scope, f"ONNX translation of {name}")
+
+
+def family(formulas):
+    """The translation of a pointwise family's op (the kernels compute half types in float; so does the graph,
+    for the same values) and its row of the docs' table."""
+    name = short_name(formulas)
+    return synthesized(__package__, formulas,
+                       TRANSLATIONS={name: _translation(name, formulas.INPUTS, formulas.forward)},
+                       DOC_ROWS=[(f"`{name}`", f"`{translation_text(formulas.forward, *formulas.INPUTS)}`")])

@@ -72,4 +72,4 @@ def as_text(formula: Callable, *names: str, functions: Optional[dict] = None) ->
     functions = functions or {}
     maths = SimpleNamespace(**{name: (lambda v, name=name: _Text(f"{functions.get(name, name)}({v.text})"))
                                for name in vars(TORCH)})
-    return formula(maths, *(_Text(n) for n in names)).text
+    return _Text._of(formula(maths, *(_Text(n) for n in names))).text

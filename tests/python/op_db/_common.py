@@ -64,7 +64,7 @@ class OpInfo:
     dtypes: dict[str, tuple] = field(default_factory=lambda: {"cpu": FLOATING, "cuda": FLOATING})
     tolerances: dict = field(default_factory=lambda: dict(DEFAULT_TOLERANCES))
     supports_gradgrad: bool = True
-    autocast: str = "input_dtype"
+    autocast: str = "input_dtype"  # or "lower_precision" (convolutions), "promote" (the widest input dtype, as mul)
     autocast_samples: Callable[[torch.device, torch.dtype, bool], Iterable[SampleInput]] = lambda *_: ()
     keeps_memory_format: bool = False
     keeps_dense_strides: bool = False

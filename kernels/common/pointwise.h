@@ -1,0 +1,186 @@
+// Pointwise operators: an op y = f(x1, ..., xN) over tensors of one shape, and its
+// backward op (grad_out, x1, ..., xN) -> (grad_out * df/dx1, ..., grad_out * df/dxN).
+//
+// A family is a struct (kernels/<family>.h) with
+//   static constexpr const char* kName;                  the op's name
+//   static constexpr const char* kInputs[N];             its tensor arguments' names
+//   template <class T> static T forward(T x1, ..., T xN);
+//   template <class T> static Values<T, N> derivatives(T x1, ..., T xN);          df/dxi
+//   template <class T> static Values<T, N * N> second_derivatives(T x1, ..., T xN);  d2f/dxi dxj, row-major
+// written once, with the arithmetic operators, T(constant) and the functions below
+// (pw::exp, pw::sigmoid, pw::tanh). The same text is evaluated on scalars (the CUDA kernels and
+// the CPU tails, in at::opmath_type), on at::vec::Vectorized (the CPU kernels' SIMD body,
+// kernels/cpu/common/pointwise.h) and on ATen tensors (the double backward,
+// registration/pointwise.h). Each backend's kernels are then one explicit instantiation,
+// `template struct Pointwise<Family>;`, and the registration one line.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
+
+#include <cmath>
+#include <cstddef>
+#include <array>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/common/checks.h"
+#include "kernels/common/cpu_capability.h"
+
+namespace customops {
+namespace pw {
+
+// N values of one type: a family's derivatives (a plain aggregate, usable in device code).
+template <typename T, std::size_t N>
+struct Values {
+  T v[N];
+  C10_HOST_DEVICE T& operator[](std::size_t i) { return v[i]; }
+  C10_HOST_DEVICE const T& operator[](std::size_t i) const { return v[i]; }
+};
+
+// The functions a formula may call, per value type; scalars here, the other types where
+// they are used (SIMD vectors in the CPU kernels, tensors in the registration).
+template <typename T, typename = void>
+struct Maths {
+  C10_HOST_DEVICE static T exp(T x) {
+    using std::exp;
+    return exp(x);
+  }
+  C10_HOST_DEVICE static T tanh(T x) {
+    using std::tanh;
+    return tanh(x);
+  }
+  // 1 / (1 + exp(-x)): for very negative x the exponential overflows to inf and the
+  // quotient is 0, never NaN.
+  C10_HOST_DEVICE static T sigmoid(T x) {
+    return T(1) / (T(1) + exp(-x));
+  }
+};
+
+template <typename T>
+C10_HOST_DEVICE inline T exp(const T& x) {
+  return Maths<T>::exp(x);
+}
+template <typename T>
+C10_HOST_DEVICE inline T tanh(const T& x) {
+  return Maths<T>::tanh(x);
+}
+template <typename T>
+C10_HOST_DEVICE inline T sigmoid(const T& x) {
+  return Maths<T>::sigmoid(x);
+}
+
+template <typename F>
+constexpr std::size_t arity = std::extent_v<decltype(F::kInputs)>;
+
+template <std::size_t>
+using TensorArg = const at::Tensor&;
+
+template <std::size_t>
+using TensorResult = at::Tensor;
+
+// What a backward op returns: one tensor, or one per input.
+template <typename F, typename = std::make_index_sequence<arity<F>>>
+struct GradsOf;
+template <typename F, std::size_t... I>
+struct GradsOf<F, std::index_sequence<I...>> {
+  using type = std::conditional_t<sizeof...(I) == 1, at::Tensor, std::tuple<TensorResult<I>...>>;
+};
+template <typename F>
+using Grads = typename GradsOf<F>::type;
+
+inline std::string backward_name(const char* name) {
+  return std::string(name) + "_backward";
+}
+
+// Every input a floating tensor of the first one's device, dtype and shape, that fits in dense memory.
+template <std::size_t N>
+void check_inputs(const char* op, const char* const (&names)[N], const at::Tensor* const (&xs)[N]) {
+  for (std::size_t i = 0; i < N; ++i) {
+    checks::floating(op, names[i], *xs[i]);
+  }
+  for (std::size_t i = 1; i < N; ++i) {
+    checks::same_device(op, names[i], *xs[i], names[0], *xs[0]);
+    checks::same_dtype(op, names[i], *xs[i], names[0], *xs[0]);
+    checks::same_shape(op, names[i], *xs[i], names[0], *xs[0]);
+  }
+  for (std::size_t i = 0; i < N; ++i) {
+    checks::dense_fits(op, names[i], *xs[i]);
+  }
+}
+
+template <typename F, typename... Xs>
+void check_forward(const Xs&... xs) {
+  check_inputs<sizeof...(Xs)>(F::kName, F::kInputs, {&xs...});
+}
+
+template <typename F, typename... Xs>
+void check_backward(const at::Tensor& grad_out, const Xs&... xs) {
+  const std::string op = backward_name(F::kName);
+  check_inputs<sizeof...(Xs)>(op.c_str(), F::kInputs, {&xs...});
+  const at::Tensor& first = std::get<0>(std::tie(xs...));
+  checks::floating(op.c_str(), "grad_out", grad_out);
+  checks::same_device(op.c_str(), "grad_out", grad_out, F::kInputs[0], first);
+  checks::same_dtype(op.c_str(), "grad_out", grad_out, F::kInputs[0], first);
+  checks::same_shape(op.c_str(), "grad_out", grad_out, F::kInputs[0], first);
+  checks::dense_fits(op.c_str(), "grad_out", grad_out);
+}
+
+// The map of the forward op and of the backward op: f(x...), and grad_out * df/dxi for each i.
+template <typename F>
+struct ForwardMap {
+  template <typename V, typename... Vs>
+  C10_HOST_DEVICE Values<V, 1> operator()(const V& x, const Vs&... xs) const {
+    return {F::forward(x, xs...)};
+  }
+};
+
+template <typename F>
+struct BackwardMap {
+  template <typename V, typename... Vs>
+  C10_HOST_DEVICE auto operator()(const V& grad, const Vs&... xs) const {
+    auto d = F::derivatives(xs...);
+    for (std::size_t i = 0; i < sizeof...(Vs); ++i) d[i] = grad * d[i];
+    return d;
+  }
+};
+
+// The backward op's result from its N tensors.
+template <std::size_t N>
+auto as_grads(std::array<at::Tensor, N> grads) {
+  if constexpr (N == 1) {
+    return grads[0];
+  } else {
+    return std::apply([](auto&... g) { return std::make_tuple(g...); }, grads);
+  }
+}
+
+} // namespace pw
+
+// The kernels of a family, per backend: one class template per namespace, whose
+// members each backend's header defines (kernels/cpu|cuda|meta/.../pointwise.h) and
+// each family's kernel file instantiates.
+#define CUSTOMOPS_POINTWISE_KERNELS                                                        \
+  template <typename F, typename = std::make_index_sequence<pw::arity<F>>>                 \
+  struct Pointwise;                                                                        \
+  template <typename F, std::size_t... I>                                                  \
+  struct Pointwise<F, std::index_sequence<I...>> {                                         \
+    static at::Tensor forward(pw::TensorArg<I>... xs);                                     \
+    static pw::Grads<F> backward(const at::Tensor& grad_out, pw::TensorArg<I>... xs);      \
+  };
+
+namespace cpu {
+CUSTOMOPS_CPU_DECLARE(CUSTOMOPS_POINTWISE_KERNELS)
+} // namespace cpu
+namespace cuda {
+CUSTOMOPS_POINTWISE_KERNELS
+} // namespace cuda
+namespace meta {
+CUSTOMOPS_POINTWISE_KERNELS
+} // namespace meta
+
+#undef CUSTOMOPS_POINTWISE_KERNELS
+
+} // namespace customops
