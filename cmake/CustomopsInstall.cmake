@@ -13,7 +13,7 @@ install(TARGETS customops EXPORT customopsTargets
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 # Read by the Python package beside the library: it refuses a library built for another torch.
 install(FILES ${PROJECT_BINARY_DIR}/build_info.json DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY ${PROJECT_SOURCE_DIR}/ops/include/customops
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/ops/include/customops ${PROJECT_BINARY_DIR}/include/customops
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(EXPORT customopsTargets
   NAMESPACE customops::

@@ -75,11 +75,16 @@ C10_HOST_DEVICE inline T sigmoid(const T& x) {
 template <typename F>
 constexpr std::size_t arity = std::extent_v<decltype(F::kInputs)>;
 
+// A tensor per index of a pack (through a class template: nvcc's front end drops an alias template's unused
+// parameter, and a pack expanded over it then expands nothing).
 template <std::size_t>
-using TensorArg = const at::Tensor&;
-
-template <std::size_t>
-using TensorResult = at::Tensor;
+struct TensorFor {
+  using type = at::Tensor;
+};
+template <std::size_t I>
+using TensorArg = const typename TensorFor<I>::type&;
+template <std::size_t I>
+using TensorResult = typename TensorFor<I>::type;
 
 // What a backward op returns: one tensor, or one per input.
 template <typename F, typename = std::make_index_sequence<arity<F>>>

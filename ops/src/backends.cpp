@@ -1,6 +1,6 @@
 #include <customops/backends.h>
 
-#include "ops/src/find_op.h"
+#include <customops/detail/find_op.h>
 
 namespace customops::backends {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <tuple>
 
-#include "ops/src/find_op.h"
+#include <customops/detail/find_op.h>
 
 namespace customops::detail {
 

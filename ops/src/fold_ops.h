@@ -4,7 +4,7 @@
 
 #include <c10/core/SymIntArrayRef.h>
 
-#include "ops/src/find_op.h"
+#include <customops/detail/find_op.h>
 
 namespace customops::detail {
 

@@ -5,7 +5,7 @@
 #include <array>
 #include <tuple>
 
-#include "ops/src/find_op.h"
+#include <customops/detail/find_op.h>
 
 namespace customops::detail {
 

@@ -5,7 +5,7 @@
 #include <c10/core/SymIntArrayRef.h>
 #include <c10/util/string_view.h>
 
-#include "ops/src/find_op.h"
+#include <customops/detail/find_op.h>
 
 namespace customops::detail {
 

@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import linecache
 import pkgutil
+import sys
 from types import ModuleType
 from typing import Dict, Iterable, List
 
@@ -36,13 +37,16 @@ def family_modules(package: str, path: Iterable[str]) -> List[ModuleType]:
 
 def synthesized(package: str, formulas: ModuleType, **attributes) -> ModuleType:
     """A family module of `package` for the pointwise family `formulas`, holding `attributes`."""
-    module = ModuleType(f"{package}.{short_name(formulas)}", f"Made from {formulas.__name__} (customops._families).")
+    name = f"{package}.{short_name(formulas)}"
+    module = ModuleType(name, f"Made from {formulas.__name__} (customops._families).")
     module.__dict__.update(attributes)
+    # Importable like a family's own module (pickle finds a class by its module's name, docs tools its source).
+    sys.modules[name] = module
     return module
 
 
 def function_from_source(source: str, name: str, scope: dict, where: str):
-    """The function `name` that `source` defines, with `scope` as its globals. Its text is kept where inspect finds
+    """The function (or class) `name` that `source` defines, with `scope` as its globals. Its text is kept where inspect finds
     it (linecache, under the file name "<customops: where>"), since tools that read a function's source (onnxscript,
     TorchScript) take such functions too."""
     filename = f"<customops: {where}>"

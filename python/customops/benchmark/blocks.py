@@ -1,5 +1,5 @@
 """Blocks of real models in which one customops op replaces the PyTorch code such models are written with,
-for the model benchmark (``python -m customops.benchmark.models --models clip_mlp,decoder,nerf_field``).
+for the model benchmark (``python -m customops.benchmark.models --models clip_mlp,swiglu_mlp,decoder,nerf_field``).
 
 Each block is built twice with the same weights: the original, as the model's authors wrote it in plain
 PyTorch, and the customops version. ``customops.convert`` has nothing to swap here (the originals are
@@ -7,6 +7,8 @@ expressions, not ``nn.Module`` layers it recognises), so each block says what it
 
 - CLIP's MLP (ViT-B/16): Linear 768 -> 3072, QuickGELU written as ``x * torch.sigmoid(1.702 * x)``,
   Linear 3072 -> 768, on (batch, 197 tokens, 768).
+- A SwiGLU MLP (Llama's, at width 1024): ``w2(F.silu(w1(x)) * w3(x))``, hidden width 2816, on (batch, 512
+  tokens, 1024).
 - A decoder stage: bilinear x2 (``nn.Upsample``), ReLU, 3x3 convolution, 128 channels at 64x64.
 - A NeRF field: a dense grid of 32 features, 8 corners gathered per point and blended trilinearly (written
   out as in NeRF codebases), then a small MLP; the input is a batch of points.
@@ -36,6 +38,25 @@ class ClipMLP(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class SiluMulRef(nn.Module):
+    """SwiGLU's gate, as Llama's code writes it."""
+
+    def forward(self, a: Tensor, b: Tensor) -> Tensor:
+        return nn.functional.silu(a) * b
+
+
+class SwiGLUMLP(nn.Module):
+    def __init__(self, gate: nn.Module, width: int = 1024, hidden: int = 2816) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(width, hidden, bias=False)
+        self.w3 = nn.Linear(width, hidden, bias=False)
+        self.gate = gate
+        self.w2 = nn.Linear(hidden, width, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.w2(self.gate(self.w1(x), self.w3(x)))
 
 
 class Decoder(nn.Module):
@@ -84,6 +105,10 @@ def clip_mlp(original: bool) -> nn.Module:
     return ClipMLP(QuickGELURef() if original else customops.QuickGELU())
 
 
+def swiglu_mlp(original: bool) -> nn.Module:
+    return SwiGLUMLP(SiluMulRef() if original else customops.SiluMul())
+
+
 def decoder(original: bool) -> nn.Module:
     up = (nn.Upsample(scale_factor=2, mode="bilinear", align_corners=False) if original
           else customops.UpsampleBilinear2d(scale_factor=2))
@@ -97,6 +122,7 @@ def nerf_field(original: bool) -> nn.Module:
 # name -> (builder, "module-name original replacement": what the customops version replaced)
 BLOCKS = {
     "clip_mlp": (clip_mlp, "gelu QuickGELURef QuickGELU"),
+    "swiglu_mlp": (swiglu_mlp, "gate SiluMulRef SiluMul"),
     "decoder": (decoder, "up Upsample UpsampleBilinear2d"),
     "nerf_field": (nerf_field, "interpolate trilinear_ref trilinear_interpolation"),
 }

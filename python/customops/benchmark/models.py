@@ -104,6 +104,8 @@ MODELS = {
     # Blocks (benchmark/blocks.py): one op each, the original written in plain PyTorch.
     "clip_mlp": ModelSpec(None, (197, 768), (16, 768), {"cuda": 64, "cpu": 2}, 1.0, ("bf16", "float32"),
                           block="clip_mlp"),
+    "swiglu_mlp": ModelSpec(None, (512, 1024), (16, 1024), {"cuda": 32, "cpu": 2}, 1.0, ("bf16", "float32"),
+                            block="swiglu_mlp"),
     "decoder": ModelSpec(None, (128, 64, 64), (128, 8, 8), {"cuda": 32, "cpu": 2}, 1.0,
                          ("bf16-channels_last", "float32-channels_last"), block="decoder"),
     "nerf_field": ModelSpec(None, (3,), (3,), {"cuda": 2**20, "cpu": 4096}, 1.0, ("float32",), block="nerf_field",

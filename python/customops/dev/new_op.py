@@ -43,11 +43,12 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("ops/src/{family}_ops.h", "typed operator handles shared by the C++ API and the autograd kernels, where needed"),
     ("python/customops/functional/{family}.py", "the Python functions: each one's docstring is its API page, its "
      "@_overview its line in the docs' operator and memory-format tables"),
-    ("python/customops/modules/{family}.py", "the nn.Modules, each docstring naming its function first"),
+    ("python/customops/modules/{family}.py", "the nn.Modules, each docstring naming its function first (not for "
+     "pointwise ops: made from their formulas' MODULE)"),
     ("python/customops/pointwise/{family}.py", "a pointwise op's formulas (value, first and second derivatives) "
-     "and compiled-graph choice, once for the Python paths: Inductor, litert-torch, ONNX, torch.func and sharding "
-     "(each made from them: no file of the family in those packages), the tests' reference, the benchmark's "
-     "baseline"),
+     "and compiled-graph choice, once for the Python paths: the nn.Module, Inductor, litert-torch, ONNX, "
+     "torch.func and sharding (each made from them: no file of the family in those packages), the tests' "
+     "reference, the benchmark's baseline"),
     ("python/customops/func/{family}.py", "torch.func: vmap rules and forward-mode formulas (not pointwise)"),
     ("python/customops/sharding/{family}.py", "DTensor sharding rules (not pointwise)"),
     ("python/customops/onnx/{family}.py", "ONNX translation (not pointwise)"),
@@ -62,7 +63,6 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
 # The lines every operator adds to files all operators share.
 SHARED_EDITS: Tuple[Tuple[str, str], ...] = (
     ("registration/schemas.cpp", "the schemas of the op and its backward op (one place for every schema)"),
-    ("ops/include/customops/ops.h", "the C++ header's include"),
 )
 
 _MARK = re.compile(r"^(?P<indent>\s*)(?P<comment>//|#) scaffold: (?P<what>[^|]*?)\s*\|\s*(?P<stub>.*?)\s*$")
@@ -174,6 +174,13 @@ def _calls(node: ast.AST, name: str) -> bool:
 
 def module_class(root: Path, family: str, like: str) -> str:
     rel = f"python/customops/modules/{family}.py"
+    if not (root / rel).is_file():  # a pointwise family's module is made from its formulas' MODULE
+        formulas = ast.parse((root / f"python/customops/pointwise/{family}.py").read_text())
+        found = [n.value.elts[0].value for n in formulas.body if isinstance(n, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == "MODULE" for t in n.targets)]
+        if len(found) != 1:
+            raise SystemExit(f"python/customops/pointwise/{family}.py: expected MODULE = (class name, ...)")
+        return found[0]
     tree = ast.parse((root / rel).read_text())
     found = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and _calls(n, like)]
     if len(found) != 1:
@@ -192,16 +199,6 @@ def add_schemas(plan: Plan) -> None:
     new = "\n  // TODO({0}): the schemas' arguments.\n".format(plan.name) + "".join(renamer(plan)(s) for s in statements)
     plan.writes[path] = text[:close] + "\n" + new.rstrip("\n") + text[close:]
     plan.todos.append(f"registration/schemas.cpp: the schemas of {plan.name} and {plan.name}_backward")
-
-
-def add_include(plan: Plan) -> None:
-    path = plan.root / "ops/include/customops/ops.h"
-    text = path.read_text()
-    includes = sorted(set(re.findall(r"#include <customops/\w+\.h>\n", text)) | {f"#include <customops/{plan.name}.h>\n"})
-    first = text.index("#include <customops/")
-    last = text.rindex("#include <customops/")
-    last = text.index("\n", last) + 1
-    plan.writes[path] = text[:first] + "".join(includes) + text[last:]
 
 
 def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarked_maths: bool = False) -> Plan:
@@ -228,7 +225,6 @@ def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarke
             raise SystemExit(f"{new_rel} exists already")
         plan.writes[target] = rename(stub_regions((root / rel).read_text(), str(new_rel), plan))
     add_schemas(plan)
-    add_include(plan)
     return plan
 
 

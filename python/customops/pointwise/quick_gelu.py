@@ -5,6 +5,12 @@ from __future__ import annotations
 
 INPUTS = ("x",)
 
+# The nn.Module (customops.modules makes it): its class name, and a paragraph for its docstring.
+# scaffold: the module's name and a paragraph of its docstring, if any | MODULE = ("QuickGELU",)
+MODULE = ("QuickGELU", "A drop-in for ``nn.GELU()`` in models trained with the sigmoid approximation (CLIP's "
+          "``QuickGELU``).")
+# scaffold-end
+
 # scaffold: the formulas' constants |
 ALPHA = 1.702  # kernels/quick_gelu.h kAlpha
 # scaffold-end

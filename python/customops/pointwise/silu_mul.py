@@ -23,5 +23,6 @@ def second_derivatives(m, a, b):
 
 # How compiled graphs treat the op (customops.inductor): decomposed into these formulas, or kept whole; the
 # measurement that decided and why, for docs/design/compile.md (MyST Markdown).
-COMPILED = (True, "docs/performance/silu_mul.md: compiled, Inductor's code for the formula against the kernel",
-            "an elementwise map: Inductor fuses it with the matmuls' epilogues and the chunk that makes a and b")
+COMPILED = (True, "SwiGLU MLP 32x512x1024 (H200): bf16 0.99 / 1.01, float32 1.00 / 1.00",
+            "an elementwise map: in a compiled step Inductor's code for it is as fast, and fuses with its "
+            "neighbours")
