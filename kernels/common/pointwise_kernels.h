@@ -1,6 +1,7 @@
 // The body of a pointwise family's CPU and CUDA kernels: the checks, one dense layout for every operand, the
-// outputs and the dtype dispatch. `map(outputs, n, op, inputs...)` is the backend's elementwise map
-// (kernels/cpu/common/elementwise.h, kernels/cuda/common/elementwise.cuh).
+// outputs and the dtype dispatch. `map(device, outputs, n, op, inputs...)` is the backend's elementwise map
+// (kernels/cpu/common/elementwise.h, kernels/cuda/common/elementwise.cuh) on the inputs' device, called once
+// every argument is checked.
 #pragma once
 
 #include <ATen/Dispatch.h>
@@ -21,7 +22,7 @@ at::Tensor run_forward(const Map& map, const Xs&... xs) {
   auto out = layout::elementwise_output(first);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, first.scalar_type(), F::kName, [&] {
     std::apply([&](const auto&... d) {
-      map(std::array<scalar_t*, 1>{out.template data_ptr<scalar_t>()}, first.numel(), ForwardMap<F>{},
+      map(first.device(), std::array<scalar_t*, 1>{out.template data_ptr<scalar_t>()}, first.numel(), ForwardMap<F>{},
           d.template const_data_ptr<scalar_t>()...);
     }, dense);
   });
@@ -41,7 +42,7 @@ Grads<F> run_backward(const Map& map, const at::Tensor& grad_out, const Xs&... x
     std::array<scalar_t*, N> outs;
     for (std::size_t k = 0; k < N; ++k) outs[k] = grads[k].template data_ptr<scalar_t>();
     std::apply([&](const auto&... d) {
-      map(outs, first.numel(), BackwardMap<F>{}, d.template const_data_ptr<scalar_t>()...);
+      map(first.device(), outs, first.numel(), BackwardMap<F>{}, d.template const_data_ptr<scalar_t>()...);
     }, dense);
   });
   return as_grads(grads);

@@ -28,7 +28,7 @@ struct Maths<at::vec::Vectorized<T>> {
 
 namespace customops::cpu::CPU_CAPABILITY {
 
-inline constexpr auto kMap = [](const auto& out, int64_t n, const auto& op, const auto*... in) {
+inline constexpr auto kMap = [](at::Device, const auto& out, int64_t n, const auto& op, const auto*... in) {
   map_dense(out, n, op, in...);
 };
 

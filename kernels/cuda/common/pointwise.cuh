@@ -2,8 +2,6 @@
 // for every family: a family's kernels/cuda/<family>.cu instantiates them.
 #pragma once
 
-#include <tuple>
-
 #include "kernels/common/pointwise.h"
 #include "kernels/common/pointwise_kernels.h"
 #include "kernels/cuda/common/device_guard.h"
@@ -11,19 +9,19 @@
 
 namespace customops::cuda {
 
-inline constexpr auto kMap = [](const auto& out, int64_t n, const auto& op, const auto*... in) {
+// On the inputs' device and its current stream.
+inline constexpr auto kMap = [](at::Device device, const auto& out, int64_t n, const auto& op, const auto*... in) {
+  const KernelGuard guard(device);
   map_dense(out, n, op, in...);
 };
 
 template <typename F, size_t... I>
 at::Tensor Pointwise<F, std::index_sequence<I...>>::forward(pw::TensorArg<I>... xs) {
-  const KernelGuard guard(std::get<0>(std::tie(xs...)).device());
   return pw::run_forward<F>(kMap, xs...);
 }
 
 template <typename F, size_t... I>
 pw::Grads<F> Pointwise<F, std::index_sequence<I...>>::backward(const at::Tensor& grad_out, pw::TensorArg<I>... xs) {
-  const KernelGuard guard(std::get<0>(std::tie(xs...)).device());
   return pw::run_backward<F>(kMap, grad_out, xs...);
 }
 
