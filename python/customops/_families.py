@@ -31,7 +31,9 @@ def family_modules(package: str, path: Iterable[str]) -> List[ModuleType]:
         if maker is not None:
             from . import pointwise
 
-            modules += [maker(formulas) for formulas in pointwise.families() if short_name(formulas) not in names]
+            # Made once: a second call (the docs build's) gets the same modules, registered nothing twice.
+            modules += [sys.modules.get(f"{package}.{short_name(formulas)}") or maker(formulas)
+                        for formulas in pointwise.families() if short_name(formulas) not in names]
     return sorted(modules, key=short_name)
 
 
