@@ -19,8 +19,8 @@ test_onnx.py, distributed_checks.py, ...) then runs over it. Each OpInfo gives:
 - dtypes per device and tolerances per dtype; ``supports_gradgrad``: whether
   gradients of gradients are checked,
 - ``autocast``: what torch.autocast does to the op, as to its PyTorch
-  counterpart: "lower_precision" (runs in the autocast dtype) or "input_dtype"
-  (runs in its first tensor's dtype); ``autocast_samples(device, low_dtype,
+  counterpart: "lower_precision" (runs in the autocast dtype), "input_dtype"
+  (runs in its first tensor's dtype) or "promote" (in the widest of its inputs', as mul); ``autocast_samples(device, low_dtype,
   requires_grad)``: mixed-precision inputs beside the float32 samples (low-precision
   activations with float32 parameters, as under AMP),
 - ``keeps_memory_format``: a channels_last input gives channels_last results
