@@ -28,7 +28,8 @@ def family(formulas: ModuleType) -> ModuleType:
               f'    r"""{doc}\n    """\n\n'
               f"    def forward(self, {', '.join(f'{x}: Tensor' for x in inputs)}) -> Tensor:\n"
               f"        return F.{name}({args})\n")
-    module_name = f"{__package__}.{name}"
-    scope = {"__name__": module_name, "nn": nn, "Tensor": Tensor, "F": F}
-    cls = function_from_source(source, class_name, scope, f"the module of {name}")
-    return synthesized(__package__, formulas, __all__=[class_name], **{class_name: cls})
+    # The class's globals are its module's namespace, as a written module's are: torch.compile guards on them
+    # through the module (sys.modules), by name.
+    module = synthesized(__package__, formulas, __all__=[class_name], nn=nn, Tensor=Tensor, F=F)
+    function_from_source(source, class_name, module.__dict__, f"the module of {name}")
+    return module
