@@ -441,16 +441,20 @@ at::Tensor depthwise_conv2d(const at::Tensor& input, const at::Tensor& weight, c
     const scalar_t* b = p.bias.defined() ? p.bias.const_data_ptr<scalar_t>() : nullptr;
     scalar_t* out = p.out.data_ptr<scalar_t>();
     at::parallel_for(0, s.N * s.C, 1, [&](int64_t begin, int64_t end) {
-      std::vector<opmath_t> padded(e.rows * e.stride), taps;
+      // From ATen's allocator, which raises its out-of-memory error where a plane padded by a huge padding
+      // cannot be allocated (a std::vector's may hand back nothing under a sanitizer's allocator).
+      const auto buffer = at::empty({e.rows * e.stride}, p.x.options().dtype(c10::CppTypeToScalarType<opmath_t>::value));
+      opmath_t* const padded = buffer.template data_ptr<opmath_t>();
+      std::vector<opmath_t> taps;
       for (int64_t nc = begin; nc < end; ++nc) {
-        pad_plane(x + nc * s.H * s.W, s.H, s.W, w.ph, w.pw, e, padded.data());
+        pad_plane(x + nc * s.H * s.W, s.H, s.W, w.ph, w.pw, e, padded);
         const int64_t n = nc / s.C, c = nc % s.C;
         for (int64_t t = 0; t < p.m; ++t) {
           const int64_t o = c * p.m + t;
           taps_of(wt, o, w.kh * w.kw, false, taps);
           const opmath_t bias_o = b != nullptr ? static_cast<opmath_t>(b[o]) : opmath_t(0);
           scalar_t* plane = out + (n * s.O + o) * s.out_h * s.out_w;
-          correlate_plane(padded.data(), e, taps.data(), w,
+          correlate_plane(padded, e, taps.data(), w,
                           Sink<opmath_t, scalar_t>{plane, nullptr, bias_o, s.out_h, s.out_w});
         }
       }
