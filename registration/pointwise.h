@@ -8,7 +8,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
+#include <customops/detail/find_op.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
 
@@ -83,16 +83,14 @@ struct Registration<F, std::index_sequence<I...>> {
   using AutogradContext = torch::autograd::AutogradContext;
 
   static at::Tensor call_forward(TensorArg<I>... xs) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow((std::string("customops::") + F::kName).c_str(), "")
-                               .template typed<at::Tensor(TensorArg<I>...)>();
+    static const auto op =
+        detail::find_op<at::Tensor(TensorArg<I>...)>((std::string("customops::") + F::kName).c_str());
     return op.call(xs...);
   }
 
   static Grads<F> call_backward(const at::Tensor& grad_out, TensorArg<I>... xs) {
-    static const auto op = c10::Dispatcher::singleton()
-                               .findSchemaOrThrow(("customops::" + backward_name(F::kName)).c_str(), "")
-                               .template typed<Grads<F>(const at::Tensor&, TensorArg<I>...)>();
+    static const auto op = detail::find_op<Grads<F>(const at::Tensor&, TensorArg<I>...)>(
+        ("customops::" + backward_name(F::kName)).c_str());
     return op.call(grad_out, xs...);
   }
 
