@@ -82,8 +82,11 @@ void pad_plane(const scalar_t* plane, int64_t H, int64_t W, int64_t top, int64_t
       continue;
     }
     std::fill(row, row + begin, opmath_t(0));
-    const scalar_t* src = plane + iy * W + (begin - left);
-    std::copy(src, src + (end - begin), row + begin);  // converts half and bfloat16
+    // A padding far past the plane leaves no columns to copy, and its offset must not move a pointer.
+    if (end > begin) {
+      const scalar_t* src = plane + iy * W + (begin - left);
+      std::copy(src, src + (end - begin), row + begin);  // converts half and bfloat16
+    }
     std::fill(row + end, row + e.stride, opmath_t(0));
   }
 }
