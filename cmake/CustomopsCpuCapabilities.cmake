@@ -59,6 +59,8 @@ function(customops_add_cpu_kernels target)
     if(CUSTOMOPS_CPU_OPENMP)
       target_compile_options(${obj} PRIVATE ${OpenMP_CXX_FLAGS})
     endif()
+    customops_precompile_headers(${obj} <ATen/core/Tensor.h> <ATen/Dispatch.h> <ATen/Parallel.h> <ATen/OpMathType.h>
+                                 <ATen/cpu/vec/vec.h> <ATen/cpu/vec/functional.h>)
     target_sources(${target} PRIVATE $<TARGET_OBJECTS:${obj}>)
     target_compile_definitions(${target} PRIVATE CUSTOMOPS_CPU_HAVE_${cap})
   endforeach()
