@@ -83,5 +83,6 @@ fi
 
 status=0
 (cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900) || status=1
-(cd "$ROOT" && "$PYTHON" -m pytest tests/python -q -p no:cacheprovider --durations=30 "$@") || status=1
+# shellcheck disable=SC2046
+(cd "$ROOT" && "$PYTHON" -m pytest tests/python -q -p no:cacheprovider --durations=30 $(pytest_workers) "$@") || status=1
 exit $status
