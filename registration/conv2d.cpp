@@ -5,9 +5,9 @@
 #include <ATen/ATen.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
+#include <customops/conv.h>
 
 #include "kernels/conv2d.h"
-#include "ops/src/conv_ops.h"
 #include "registration/autocast.h"
 
 namespace customops {

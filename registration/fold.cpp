@@ -5,9 +5,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
+#include <customops/fold.h>
 
 #include "kernels/fold.h"
-#include "ops/src/fold_ops.h"
 #include "registration/autocast.h"
 
 namespace customops {

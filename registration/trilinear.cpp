@@ -3,9 +3,9 @@
 #include <ATen/OpMathType.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
+#include <customops/trilinear.h>
 
 #include "kernels/trilinear.h"
-#include "ops/src/trilinear_ops.h"
 #include "registration/autocast.h"
 
 namespace customops {

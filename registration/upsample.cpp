@@ -4,9 +4,9 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
+#include <customops/upsample.h>
 
 #include "kernels/upsample.h"
-#include "ops/src/upsample_ops.h"
 #include "registration/autocast.h"
 
 namespace customops {

@@ -38,9 +38,8 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
      "the shared ones)"),
     ("registration/{family}.cpp", "kernels per dispatch key, autograd (the backward and double backward), autocast; "
      "a pointwise family: one line, CUSTOMOPS_REGISTER_POINTWISE"),
-    ("ops/include/customops/{family}.h", "C++ API declarations"),
-    ("ops/src/{family}.cpp", "C++ API: the ops called through the dispatcher"),
-    ("ops/src/{family}_ops.h", "typed operator handles shared by the C++ API and the autograd kernels, where needed"),
+    ("ops/include/customops/{family}.h", "C++ API: each op an inline function that calls it through the "
+     "dispatcher, by a typed handle (customops::detail) that the autograd kernels share"),
     ("python/customops/functional/{family}.py", "the Python functions: each one's docstring is its API page, its "
      "@_overview its line in the docs' operator and memory-format tables"),
     ("python/customops/modules/{family}.py", "the nn.Modules, each docstring naming its function first (not for "
