@@ -94,12 +94,14 @@ export CUSTOMOPS_CMAKE_ARGS="-DCUSTOMOPS_DEFAULT_CUDA_ARCHS=9.0 ${CUSTOMOPS_CMAK
 # core on a machine without a GPU, since the tests are mostly single-threaded Python, subprocesses and compilers
 # (a 2-core run of the whole suite kept 1.06 cores busy); one worker where a GPU is, whose tests share the device.
 # A file's tests stay in one worker (--dist loadfile): its module fixtures (a wheel, a venv, a TF-Lite
-# conversion) are made once; `pytest_workers load` deals out single tests instead, for a run of one file.
-# CUSTOMOPS_TEST_WORKERS=<n> overrides; without pytest-xdist, one process.
+# conversion) are made once; `pytest_workers load` deals out single tests instead, for a run of one file. At most
+# 8: each worker holds its own torch and compiled graphs (1-2 GB). CUSTOMOPS_TEST_WORKERS=<n> overrides; without
+# pytest-xdist, one process.
 pytest_workers() {
   local workers="${CUSTOMOPS_TEST_WORKERS:-}"
   if [[ -z "$workers" ]]; then
     if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then workers=1; else workers="$(nproc)"; fi
+    ((workers <= 8)) || workers=8
   fi
   if ((workers > 1)) && "$PYTHON" -c 'import xdist' 2>/dev/null; then
     echo "-n $workers --dist ${1:-loadfile}"
