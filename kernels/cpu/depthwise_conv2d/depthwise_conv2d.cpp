@@ -1,5 +1,5 @@
 // depthwise_conv2d on CPU for NCHW tensors (channels_last ones run natively in
-// nhwc.cpp and nhwc_wgrad.cpp): direct kernels over one (image, input channel)
+// nhwc_gather.h and nhwc_wgrad.cpp): direct kernels over one (image, input channel)
 // plane per task. (The forward with channel multiplier 1 and enough channels runs
 // blocked over channels instead: blocked.cpp.) Each task
 // copies its plane once into a zero-padded buffer in opmath, so the inner loops

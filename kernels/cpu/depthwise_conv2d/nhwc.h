@@ -1,4 +1,4 @@
-// The channels_last depthwise kernels (nhwc.cpp: forward and input gradient;
+// The channels_last depthwise kernels (nhwc_gather.h: forward and input gradient;
 // nhwc_wgrad.cpp: weight gradient), used by depthwise_conv2d.cpp for plans
 // whose tensors are NHWC in memory.
 #pragma once
@@ -14,6 +14,10 @@ void depthwise_forward_nhwc(const conv::DepthwisePlan& p);
 
 // The input gradient, channels_last with p.x's shape.
 at::Tensor depthwise_input_grad_nhwc(const conv::DepthwiseBackwardPlan& bp);
+
+// The two above for float16 and bfloat16 (nhwc_half.cpp), without the checks.
+void depthwise_forward_nhwc_half(const conv::DepthwisePlan& p);
+void depthwise_input_grad_nhwc_half(const conv::DepthwiseBackwardPlan& bp, at::Tensor& grad_input);
 
 // The weight gradient, (O, kh*kw) contiguous in the input's dtype; the sums
 // have a fixed order that depends on the shapes only (not on the threads).

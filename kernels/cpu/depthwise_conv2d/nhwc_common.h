@@ -1,4 +1,4 @@
-// depthwise_conv2d on CPU, channels_last: what nhwc.cpp (forward, input
+// depthwise_conv2d on CPU, channels_last: what nhwc_gather.h (forward, input
 // gradient) and nhwc_wgrad.cpp (weight gradient) share: the products' terms,
 // NHWC rows as whole opmath vectors (staged where the tensor's own layout or
 // type does not allow it), the prefetches, and the forward's lanes and rows,

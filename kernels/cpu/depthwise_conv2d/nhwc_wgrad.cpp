@@ -1,5 +1,5 @@
 // depthwise_conv2d on CPU for channels_last tensors: the weight gradient
-// (nhwc.cpp's first comment describes the NHWC kernels; nhwc_common.h holds
+// (nhwc_gather.h's first comment describes the NHWC kernels; nhwc_common.h holds
 // what the two files share).
 //
 // The weight gradient, at unit column stride and dilation, holds the sums of
@@ -27,7 +27,7 @@
 
 namespace customops::cpu::CPU_CAPABILITY {
 
-using namespace depthwise_nhwc;  // nhwc_common.h: what this file shares with nhwc.cpp
+using namespace depthwise_nhwc;  // nhwc_common.h: what this file shares with nhwc_gather.h
 
 namespace {
 
