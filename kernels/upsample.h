@@ -11,6 +11,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <c10/core/SymBool.h>
 #include <c10/core/SymInt.h>
 #include <c10/macros/Macros.h>
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "kernels/common/checks.h"
@@ -31,7 +33,13 @@ namespace upsample {
 enum class Mode { HalfPixel, AlignCorners, Asymmetric };
 
 // Parses the schema's string; an unknown mode is an error listing the valid ones.
-Mode parse_mode(const char* op, c10::string_view mode);
+inline Mode parse_mode(const char* op, c10::string_view mode) {
+  if (mode == "half_pixel") return Mode::HalfPixel;
+  if (mode == "align_corners") return Mode::AlignCorners;
+  if (mode == "asymmetric") return Mode::Asymmetric;
+  TORCH_CHECK(false, "customops::", op, ": unknown coordinate_mode '", std::string(mode),
+              "'; expected one of half_pixel, align_corners, asymmetric");
+}
 
 // One axis of the resize: in -> out positions. opmath_t is float for float16,
 // bfloat16 and float32 (PyTorch computes these coordinates in float too) and
@@ -107,7 +115,14 @@ struct Axis {
 using checks::holds;
 
 // Checks of upsample_bilinear2d's arguments; Int is int64_t or c10::SymInt (Meta).
-void check_input(const char* op, const char* arg, const at::Tensor& t);
+inline void check_input(const char* op, const char* arg, const at::Tensor& t) {
+  checks::floating(op, arg, t);
+  TORCH_CHECK(t.dim() == 4, "customops::", op, ": expected ", arg, " to be a 4-D (N, C, H, W) tensor, got ",
+              t.dim(), "-D");
+  TORCH_CHECK(holds(t.sym_size(2) > 0) && holds(t.sym_size(3) > 0), "customops::", op, ": expected ", arg,
+              " to have non-empty H and W, got ", t.sym_sizes());
+  checks::dense_fits(op, arg, t);
+}
 template <typename Int>
 void check_size(const char* op, const char* arg, c10::ArrayRef<Int> size) {
   TORCH_CHECK(size.size() == 2, "customops::", op, ": expected ", arg, " to have 2 elements (height, width), got ",
@@ -130,7 +145,10 @@ void check_result(const char* op, const char* arg, const at::Tensor& t, c10::Arr
 
 // The layout results take: channels_last for a channels_last input, as
 // F.interpolate does, else contiguous.
-at::MemoryFormat result_format(const at::Tensor& t);
+inline at::MemoryFormat result_format(const at::Tensor& t) {
+  return t.suggest_memory_format() == at::MemoryFormat::ChannelsLast ? at::MemoryFormat::ChannelsLast
+                                                                     : at::MemoryFormat::Contiguous;
+}
 
 // What a kernel needs once the arguments are checked: the input in the
 // result's layout, the result allocated, and both axes' sizes.
@@ -139,10 +157,47 @@ struct Plan {
   Mode mode;
   bool channels_last;
   int64_t N, C, in_h, in_w, out_h, out_w;
+
+  static Plan make(const at::Tensor& input, int64_t out_h, int64_t out_w, Mode mode) {
+    const auto fmt = result_format(input);
+    Plan p;
+    p.input = input.contiguous(fmt);
+    p.output = at::empty({input.size(0), input.size(1), out_h, out_w}, input.options().memory_format(fmt));
+    p.mode = mode;
+    p.channels_last = fmt == at::MemoryFormat::ChannelsLast;
+    p.N = input.size(0);
+    p.C = input.size(1);
+    p.in_h = input.size(2);
+    p.in_w = input.size(3);
+    p.out_h = out_h;
+    p.out_w = out_w;
+    return p;
+  }
 };
-Plan plan_forward(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode);
-// grad_out (N, C, out_h, out_w) -> grad_in (N, C, input_size).
-Plan plan_backward(const at::Tensor& grad_out, at::IntArrayRef input_size, c10::string_view mode);
+
+inline Plan plan_forward(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode) {
+  const char* op = "upsample_bilinear2d";
+  const Mode m = parse_mode(op, mode);
+  check_input(op, "input", input);
+  check_size<int64_t>(op, "output_size", output_size);
+  check_result<int64_t>(op, "output_size", input, output_size);
+  return Plan::make(input, output_size[0], output_size[1], m);
+}
+
+// grad_out (N, C, out_h, out_w) -> grad_in (N, C, input_size). The plan's
+// input is grad_out and its output grad_in, but its sizes keep the forward's
+// names: in_* are grad_in's, out_* grad_out's.
+inline Plan plan_backward(const at::Tensor& grad_out, at::IntArrayRef input_size, c10::string_view mode) {
+  const char* op = "upsample_bilinear2d_backward";
+  const Mode m = parse_mode(op, mode);
+  check_input(op, "grad_out", grad_out);
+  check_size<int64_t>(op, "input_size", input_size);
+  check_result<int64_t>(op, "input_size", grad_out, input_size);
+  Plan p = Plan::make(grad_out, input_size[0], input_size[1], m);
+  std::swap(p.in_h, p.out_h);
+  std::swap(p.in_w, p.out_w);
+  return p;
+}
 
 } // namespace upsample
 

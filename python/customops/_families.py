@@ -38,7 +38,8 @@ def family_modules(package: str, path: Iterable[str]) -> List[ModuleType]:
 
 
 def synthesized(package: str, formulas: ModuleType, **attributes) -> ModuleType:
-    """A family module of `package` for the pointwise family `formulas`, holding `attributes`."""
+    """A family module of `package` for the family of `formulas` (a pointwise family's formulas, or the family's
+    module in another concern), holding `attributes`."""
     name = f"{package}.{short_name(formulas)}"
     module = ModuleType(name, f"Made from {formulas.__name__} (customops._families).")
     module.__dict__.update(attributes)

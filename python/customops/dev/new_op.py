@@ -33,7 +33,8 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
      "a pointwise family: one line, the shared kernels' instantiation"),
     ("kernels/cuda/{family}.cu", "CUDA kernels of a pointwise family: one line, as the CPU's"),
     ("kernels/cuda/{family}/", "CUDA kernels of other families"),
-    ("kernels/common/{family}.cpp", "host code the backends share (window plans, argument parsing), where needed"),
+    ("kernels/common/{family}.cpp", "host code the backends share where it is too much for the header (the "
+     "convolutions' plans); a small family's checks and plans are inline in kernels/{family}.h"),
     ("kernels/meta/{family}.cpp", "Meta kernels: output shapes, dtypes and strides (a pointwise family has none: "
      "the shared ones)"),
     ("registration/{family}.cpp", "kernels per dispatch key, autograd (the backward and double backward), autocast; "
@@ -53,8 +54,8 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("python/customops/onnx/{family}.py", "ONNX translation (not pointwise)"),
     ("python/customops/inductor/{family}.py", "Inductor decomposition (not pointwise; where it is faster, else no "
      "file)"),
-    ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite) decomposition or lowering (not "
-     "pointwise)"),
+    ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite): a lowering of its own, or a "
+     "decomposition where litert-torch cannot convert the Inductor one (no file: the Inductor decomposition)"),
     ("tests/python/op_db/{family}.py", "the OpInfo: reference, samples, errors, strategies, fuzz call, cost"),
     ("python/customops/benchmark/ops/{family}.py", "benchmark cases against PyTorch (eager, compiled) and the demo"),
 )

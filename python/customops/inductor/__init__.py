@@ -19,7 +19,7 @@ from typing import Callable, Dict
 
 import torch
 
-from .._families import family_modules
+from .._families import family_modules, short_name
 from .._import_hook import when_imported
 
 __all__ = ["decomposed", "set_decomposed"]
@@ -30,6 +30,11 @@ _INDUCTOR_TABLE = "torch._inductor.decomposition"
 # default). A family without a module here keeps its ops whole in compiled graphs.
 _FAMILIES = {family.OP: family for family in family_modules(__name__, __path__)}
 _decomposed: Dict[str, bool] = {name: family.DECOMPOSED_BY_DEFAULT for name, family in _FAMILIES.items()}
+
+
+def families():
+    """The family modules of this package: each one's op (OP), its decompositions and its default."""
+    return [_FAMILIES[name] for name in sorted(_FAMILIES, key=lambda n: short_name(_FAMILIES[n]))]
 
 
 def _table(name: str) -> Dict[torch._ops.OpOverload, Callable]:

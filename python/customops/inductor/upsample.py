@@ -53,7 +53,7 @@ def upsample_bilinear2d(input: torch.Tensor, output_size, coordinate_mode: str =
         return x[:, :, h, w0] * (1 - lw) + x[:, :, h, w1] * lw
 
     out = (row(h0) * (1 - lh) + row(h1) * lh).to(input.dtype)
-    # The kernels' layout rule (kernels/common/upsample.cpp): channels_last in, channels_last out.
+    # The kernels' layout rule (kernels/upsample.h: result_format): channels_last in, channels_last out.
     if suggest_memory_format(input) == torch.channels_last:
         out = out.contiguous(memory_format=torch.channels_last)
     return out

@@ -13,18 +13,22 @@ operators.
 
 One module per family, discovered: each defines ``DECOMPOSITIONS`` (op name
 -> a function of ATen operations) and may define ``register(litert_torch)``
-for lowerings. litert-torch 0.10 supports torch 2.4 to 2.14; with another
+for lowerings. A family without a module here converts by its Inductor
+decomposition (customops.inductor), which is ATen operations already; it
+needs a module only for a lowering of its own or where litert-torch cannot
+convert what that decomposition uses. litert-torch 0.10 supports torch 2.4 to 2.14; with another
 torch, :func:`require_supported_torch` says so.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Optional
 
 import torch
 
-from .._families import family_modules
+from .._families import family_modules, short_name, synthesized
 from .._import_hook import when_imported
 
 __all__ = ["install", "is_registered", "require_supported_torch", "SUPPORTED_TORCH"]
@@ -40,8 +44,16 @@ _registered = False
 
 
 def families():
-    """The family modules of this package (every module not starting with '_')."""
-    return family_modules(__name__, __path__)
+    """The family modules of this package (every module not starting with '_'), with one made from the Inductor
+    decomposition of each family that has none here."""
+    own = family_modules(__name__, __path__)
+    names = {short_name(m) for m in own}
+    from .. import inductor
+
+    made = [sys.modules.get(f"{__name__}.{short_name(f)}")
+            or synthesized(__name__, f, DECOMPOSITIONS={f.OP: f.DECOMPOSITIONS[f.OP]})
+            for f in inductor.families() if short_name(f) not in names]
+    return sorted(own + made, key=short_name)
 
 
 def require_supported_torch(version: Optional[str] = None) -> None:
