@@ -1,7 +1,9 @@
+// scaffold: what the family computes |
 // trilinear_interpolation: NeRF-style blending of a point's 8 cube-corner
 // features. Corner k has bits (x, y, z) = (k>>2 & 1, k>>1 & 1, k & 1) and
 // weight prod over axes of (bit ? t : 1 - t), t = (coordinate + 1) / 2.
 // Coordinates outside [-1, 1] use the same formula (extrapolation).
+// scaffold-end
 #pragma once
 
 #include <ATen/OpMathType.h>
@@ -21,6 +23,7 @@ namespace customops {
 
 namespace trilinear {
 
+// scaffold: the scalar formulas the CPU and CUDA kernels share |
 constexpr int kCorners = 8;
 
 // A point's corner weights and their derivatives in its 3 coordinates, each
@@ -44,6 +47,7 @@ struct Corners {
     return sign * factor(k, (d + 1) % 3) * factor(k, (d + 2) % 3);
   }
 };
+// scaffold-end
 
 using Grads = std::tuple<at::Tensor, at::Tensor>;
 
@@ -60,6 +64,7 @@ using Grads = std::tuple<at::Tensor, at::Tensor>;
 inline void check(const char* op, const at::Tensor& feats, const at::Tensor& points) {
   checks::floating(op, "feats", feats);
   checks::floating(op, "points", points);
+  // scaffold: the arguments' shapes (and any argument checks of the op's own) |
   TORCH_CHECK(feats.dim() == 3 && checks::holds(feats.sym_size(1) == kCorners), "customops::", op,
               ": expected feats of shape (N, 8, F), got ", feats.sym_sizes());
   TORCH_CHECK(points.dim() == 2 && checks::holds(points.sym_size(1) == 3), "customops::", op,
@@ -67,6 +72,7 @@ inline void check(const char* op, const at::Tensor& feats, const at::Tensor& poi
   TORCH_CHECK(checks::holds(feats.sym_size(0) == points.sym_size(0)), "customops::", op,
               ": expected feats and points to have the same N, got ", feats.sym_size(0), " and ",
               points.sym_size(0));
+  // scaffold-end
   checks::same_device(op, "points", points, "feats", feats);
   checks::dense_fits(op, "feats", feats);
   checks::dense_fits(op, "points", points);
@@ -75,10 +81,12 @@ inline void check(const char* op, const at::Tensor& feats, const at::Tensor& poi
 inline void check_grad_out(const at::Tensor& grad_out, const at::Tensor& feats) {
   const char* op = "trilinear_interpolation_backward";
   checks::floating(op, "grad_out", grad_out);
+  // scaffold: grad_out's shape |
   TORCH_CHECK(grad_out.dim() == 2 && checks::holds(grad_out.sym_size(0) == feats.sym_size(0)) &&
                   checks::holds(grad_out.sym_size(1) == feats.sym_size(2)),
               "customops::", op, ": expected grad_out of shape (N, F) = [", feats.sym_size(0), ", ",
               feats.sym_size(2), "], got ", grad_out.sym_sizes());
+  // scaffold-end
   checks::same_dtype(op, "grad_out", grad_out, "feats", feats);
   checks::same_device(op, "grad_out", grad_out, "feats", feats);
   checks::dense_fits(op, "grad_out", grad_out);
@@ -118,9 +126,11 @@ inline Plan plan_forward(const at::Tensor& feats, const at::Tensor& points) {
   p.feats = feats.contiguous();
   p.points = kernel_points(feats, points);
   p.points_dtype = points.scalar_type();
+  // scaffold: the result's sizes, allocated | p.out = at::empty({0}, feats.options());
   p.N = feats.size(0);
   p.F = feats.size(2);
   p.out = at::empty({p.N, p.F}, feats.options());
+  // scaffold-end
   return p;
 }
 
@@ -133,11 +143,13 @@ inline Plan plan_backward(const at::Tensor& grad_out, const at::Tensor& feats, c
   p.feats = feats.contiguous();
   p.points = kernel_points(feats, points);
   p.points_dtype = points.scalar_type();
+  // scaffold: the gradients' sizes, allocated as output_mask asks |
   p.N = feats.size(0);
   p.F = feats.size(2);
   if (output_mask[0]) p.grad_feats = at::empty({p.N, kCorners, p.F}, feats.options());
   // In the kernels' points dtype; result() converts it to the caller's.
   if (output_mask[1]) p.grad_points = at::empty({p.N, 3}, p.points.options());
+  // scaffold-end
   return p;
 }
 

@@ -31,6 +31,7 @@ class TrilinearFunction : public torch::autograd::Function<TrilinearFunction> {
   }
 };
 
+// scaffold: the maths the double backward uses, and its formulas in a comment |
 // The corner weights w (N, 8) of the points and their first (N, 8, 3) and
 // second (N, 8, 3, 3) derivatives, in ATen ops so that they differentiate
 // further. Each weight is a product of one linear factor per axis, so d2w/dp_d^2 = 0.
@@ -75,6 +76,7 @@ CornerTerms corner_terms(const at::Tensor& points) {
 // reductions of feats-sized tensors meet the corner terms in the compute
 // dtype, so nothing of feats' size is converted. With one dtype every cast
 // below is a no-op.
+// scaffold-end
 class TrilinearBackwardFunction : public torch::autograd::Function<TrilinearBackwardFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& feats,
@@ -92,6 +94,7 @@ class TrilinearBackwardFunction : public torch::autograd::Function<TrilinearBack
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
+    // scaffold: the backward op's gradients (the double backward), in ATen operations | TORCH_CHECK(false, "customops::trilinear_interpolation_backward: TODO"); return {};
     const auto &g = saved[0], &feats = saved[1], &points = saved[2];
     const auto mask = ctx->saved_data["mask"].toBoolList();
     at::Tensor upstream[2];
@@ -122,6 +125,7 @@ class TrilinearBackwardFunction : public torch::autograd::Function<TrilinearBack
       if (dpoints.defined()) dpoints = dpoints.to(points.scalar_type());
     }
     return {dg, dfeats, dpoints, {}};
+    // scaffold-end
   }
 
   static detail::TrilinearGrads apply(const at::Tensor& g, const at::Tensor& feats, const at::Tensor& points,
@@ -179,8 +183,10 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("trilinear_interpolation_backward", &customops::trilinear_backward_autograd);
 }
 
+// scaffold: the autocast policy (registration/autocast.h) and why | CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("trilinear_interpolation", "trilinear_interpolation_backward")
 // Autocast: no cast. The op takes feats and points of any floating dtypes and
 // runs in feats' (kernels/trilinear.h), so AMP's low-precision feats from a
 // Linear meet float32 points as they are, and the coordinates keep their
 // precision.
 CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("trilinear_interpolation", "trilinear_interpolation_backward")
+// scaffold-end

@@ -10,13 +10,16 @@
 namespace customops::cpu::CPU_CAPABILITY {
 namespace {
 
+// scaffold: what the kernels use of the family's header |
 using trilinear::Corners;
 using trilinear::kCorners;
+// scaffold-end
 
 } // namespace
 
 at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor& points_in) {
   const auto plan = trilinear::plan_forward(feats_in, points_in);
+  // scaffold: the CPU forward kernel | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO"); return plan.out;
   const at::Tensor &feats = plan.feats, &points = plan.points, &out = plan.out;
   const int64_t N = plan.N, F = plan.F;
   if (out.numel() == 0) return out;
@@ -46,11 +49,13 @@ at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor&
     });
   });
   return out;
+  // scaffold-end
 }
 
 trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, const at::Tensor& feats_in,
                                                   const at::Tensor& points_in, std::array<bool, 2> output_mask) {
   const auto plan = trilinear::plan_backward(grad_in, feats_in, points_in, output_mask);
+  // scaffold: the CPU backward kernel | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO"); return plan.result();
   const at::Tensor &grad = plan.grad, &feats = plan.feats, &points = plan.points;
   const at::Tensor &gf = plan.grad_feats, &gp = plan.grad_points;
   const int64_t N = plan.N, F = plan.F;
@@ -91,6 +96,7 @@ trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, con
     });
   });
   return plan.result();
+  // scaffold-end
 }
 
 } // namespace customops::cpu::CPU_CAPABILITY

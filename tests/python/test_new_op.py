@@ -23,7 +23,7 @@ def _new_files(plan):
 
 @pytest.mark.parametrize("like", SINGLE)
 def test_every_family_file_gets_a_renamed_copy(like):
-    # Renaming alone: the families other than quick_gelu's mark no maths yet (the next test).
+    # Renaming alone (upsample's family marks no maths yet; the next tests check the stubs).
     plan = new_op.plan_op(ROOT, NAME, like, None, unmarked_maths=True)
     family = new_op.family_of(ROOT, like)
     originals = new_op.family_files(ROOT, family)
@@ -32,7 +32,7 @@ def test_every_family_file_gets_a_renamed_copy(like):
     assert sorted(p.relative_to(ROOT).as_posix() for p in new) == sorted(
         re.sub(rf"(?<![A-Za-z0-9_]){re.escape(family)}(?![A-Za-z0-9])", NAME, str(p.as_posix()).replace(like, NAME))
         for p in originals)
-    old_word = re.compile(rf"(?<![A-Za-z0-9_])({re.escape(like)}|{re.escape(family)})(?![A-Za-z0-9])")
+    old_word = re.compile(rf"(?<![A-Za-z0-9])({re.escape(like)}|{re.escape(family)})(?![A-Za-z0-9])")
     for path, text in new.items():
         assert not old_word.search(text), f"{path}: {like} left in {old_word.search(text)[0]!r}"
         assert "scaffold:" not in text and "scaffold-end" not in text, path
@@ -77,9 +77,34 @@ def test_quick_gelu_maths_become_stubs_the_tests_reject():
     assert len(plan.todos) >= 14
 
 
+def test_trilinear_maths_become_stubs_the_tests_reject():
+    # The model of an op with a window or gather over several tensors: 14 files of its own and the schemas.
+    plan = new_op.plan_op(ROOT, NAME, "trilinear_interpolation", None)
+    text = {p.relative_to(ROOT).as_posix(): t for p, t in plan.writes.items()}
+    assert len(_new_files(plan)) == 14 and len(plan.todos) >= 40
+    todo = f'raise NotImplementedError("TODO({NAME})")'
+    # Every path's maths is a stub: kernels, Meta shapes, the double backward, the Python concerns, the tests' table.
+    for place, stubs in ((f"kernels/cpu/{NAME}.cpp", 2), (f"kernels/cuda/{NAME}/{NAME}.cu", 2)):
+        assert text[place].count(f'TORCH_CHECK(false, "customops::{NAME}: TODO");') == stubs, place
+        assert "Corners" not in text[place] and "kCorners" not in text[place], place
+    assert f'TORCH_CHECK(false, "customops::{NAME}_backward: TODO"); return {{}};' in text[f"registration/{NAME}.cpp"]
+    assert "class ScaffoldProbeFunction" in text[f"registration/{NAME}.cpp"]  # the family's class names follow
+    assert "return at::empty_symint({0}, feats.options());" in text[f"kernels/meta/{NAME}.cpp"]
+    for concern, stubs in (("func", 5), ("sharding", 2), ("onnx", 1), ("inductor", 2)):
+        assert text[f"python/customops/{concern}/{NAME}.py"].count(todo) == stubs, concern
+        assert "einsum" not in text[f"python/customops/{concern}/{NAME}.py"], concern
+    assert "DECOMPOSED_BY_DEFAULT = False" in text[f"python/customops/inductor/{NAME}.py"]
+    opinfo = text[f"tests/python/op_db/{NAME}.py"]
+    assert opinfo.count(todo) == 8 and "_trilinear" not in opinfo and "(1 - u)" not in opinfo and "_term_scales" not in opinfo
+    assert f"litert/{NAME}.py" not in " ".join(text)  # litert-torch takes the Inductor decomposition
+    for path, source in text.items():
+        if path.endswith(".py"):
+            compile(source, path, "exec")
+
+
 def test_refusals():
     with pytest.raises(SystemExit, match="mark no maths"):
-        new_op.plan_op(ROOT, NAME, "trilinear_interpolation", None)
+        new_op.plan_op(ROOT, NAME, "upsample_bilinear2d", None)
     with pytest.raises(SystemExit, match="several operators"):
         new_op.plan_op(ROOT, NAME, "depthwise_conv2d", None)
     with pytest.raises(SystemExit, match="exists already"):

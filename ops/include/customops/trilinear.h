@@ -30,6 +30,7 @@ inline const c10::TypedOperatorHandle<TrilinearBackwardSignature>& trilinear_int
 
 namespace customops {
 
+// scaffold: what the op computes, its arguments and dtypes |
 // NeRF-style trilinear interpolation: feats (N, 8, F) holds each point's 8
 // cube-corner features, points (N, 3) its local coordinates, nominally in
 // [-1, 1]; returns (N, F). Corner k has bits (x, y, z) = (k>>2 & 1, k>>1 & 1,
@@ -39,6 +40,7 @@ namespace customops {
 // has feats' dtype and is computed in at::opmath_type of it (float for half
 // types, so double points with float feats compute in float); points are
 // read at their own precision, never rounded to a half type.
+// scaffold-end
 inline at::Tensor trilinear_interpolation(const at::Tensor& feats, const at::Tensor& points) {
   return detail::trilinear_interpolation_op().call(feats, points);
 }

@@ -9,8 +9,9 @@ OP's identifiers, and adds NAME's lines to the shared files after OP's. Where th
 builds and every generic test runs over it at once, and the tests fail on the stubs until the maths is written.
 The walk-through is docs/design/adding_an_operator.md.
 
-OP must be the only operator of its family, and its files must mark its maths (quick_gelu's do); the scaffold
-refuses others rather than hand over a copy that passes its tests on OP's maths.
+OP must be the only operator of its family, and its files must mark its maths (quick_gelu's and
+trilinear_interpolation's do); the scaffold refuses others rather than hand over a copy that passes its tests on
+OP's maths.
 """
 
 from __future__ import annotations
@@ -134,8 +135,9 @@ def renamer(plan: Plan):
         pairs.append((plan.like_class, plan.class_name))
     word = None
     if plan.family != plan.like:
+        pairs.append((camel(plan.family), camel(plan.name)))  # the family's classes: TrilinearFunction
         # The family's own name where it is not the op's: file names, namespaces, "the upsample family".
-        word = re.compile(r"(?<![A-Za-z0-9_])" + re.escape(plan.family) + r"(?![A-Za-z0-9])")
+        word = re.compile(r"(?<![A-Za-z0-9])" + re.escape(plan.family) + r"(?![A-Za-z0-9])")
 
     def rename(text: str) -> str:
         for old, new in pairs:
@@ -216,8 +218,8 @@ def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarke
     reference = root / f"tests/python/op_db/{family}.py"
     if not unmarked_maths and not any(_MARK.match(line) for line in reference.read_text().splitlines()):
         raise SystemExit(f"--like {like}: its files mark no maths with 'scaffold:' regions yet, so the new op would "
-                         f"compute {like}'s maths and pass its tests; start from quick_gelu, or mark {like}'s "
-                         "maths first (docs/design/adding_an_operator.md)")
+                         f"compute {like}'s maths and pass its tests; start from quick_gelu or "
+                         f"trilinear_interpolation, or mark {like}'s maths first (docs/design/adding_an_operator.md)")
     for rel in files:
         new_rel = Path(rename(str(rel)))
         target = root / new_rel

@@ -1,3 +1,4 @@
+# scaffold: the family's torch.func rules in a paragraph | """torch.func support of trilinear_interpolation and its backward: TODO."""
 """torch.func support of trilinear_interpolation and its backward.
 
 Every point is independent, so vmap folds the vmapped dimension into N. The
@@ -5,6 +6,7 @@ derivatives in points use the corner weights and their first and second
 derivatives, as registration/trilinear.cpp does, in ATen ops so that every
 transform composes with them.
 """
+# scaffold-end
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import torch
 from ._common import add, batch_first, below_autograd, mask_of, ops, register
 
 
+# scaffold: the maths the rules share (ATen operations) |
 def _compute_dtype(feats, points):
     # As the kernels (kernels/trilinear.h): feats' dtype, float32 for half feats
     # with points of another dtype; coordinates are never rounded to a half type.
@@ -41,6 +44,7 @@ def _corner_terms(points):
 def _points_tangent(first, tp, feats, cdt):
     """sum_k (dw_k/dp . tp) feats_k: how the output moves with the points."""
     return torch.einsum("nk,nkf->nf", torch.einsum("nkd,nd->nk", first, tp.to(cdt)).to(feats.dtype), feats)
+# scaffold-end
 
 
 class TrilinearInterpolation(torch.autograd.Function):
@@ -61,21 +65,25 @@ class TrilinearInterpolation(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, t_feats, t_points):
+        # scaffold: the forward-mode formula (jvp) | raise NotImplementedError("TODO(trilinear_interpolation)")
         feats, points = ctx.saved_tensors
         out = None if t_feats is None else ops.trilinear_interpolation(t_feats, points)
         if t_points is not None:
             cdt = _compute_dtype(feats, points)
             out = add(out, _points_tangent(_corner_terms(points.to(cdt))[1], t_points, feats, cdt))
         return out
+        # scaffold-end
 
     @staticmethod
     def vmap(info, in_dims, feats, points):
+        # scaffold: the vmap rule | raise NotImplementedError("TODO(trilinear_interpolation)")
         n = info.batch_size
         feats, points = batch_first(feats, in_dims[0], n), batch_first(points, in_dims[1], n)
         if feats.dim() != 4 or points.dim() != 3:
             ops.trilinear_interpolation(feats[0], points[0])  # raises the op's message
         out = ops.trilinear_interpolation(feats.flatten(0, 1), points.flatten(0, 1))
         return out.unflatten(0, (n, -1)), 0
+        # scaffold-end
 
 
 class TrilinearInterpolationBackward(torch.autograd.Function):
@@ -94,11 +102,14 @@ class TrilinearInterpolationBackward(torch.autograd.Function):
         ctx.save_for_forward(*inputs[:3])
         ctx.set_materialize_grads(False)
 
+    # scaffold: the double backward's formulas |
     # For upstream gradients A (of gf) and B (of gp), c_k = sum_d B_d J_kd:
     #   d g = sum_k w_k A_k + sum_k c_k feats_k,   d feats = c_k g,
     #   d points = sum_k J_ke (A_k . g) + sum_{k,d} B_d H_kde s_k   (registration/trilinear.cpp)
+    # scaffold-end
     @staticmethod
     def backward(ctx, a, b):
+        # scaffold: the backward op's gradients (the double backward) | raise NotImplementedError("TODO(trilinear_interpolation)")
         g, feats, points = ctx.saved_tensors
         need_g, need_feats, need_points = mask_of(ctx, 3)
         fdt, cdt = feats.dtype, _compute_dtype(feats, points)
@@ -118,10 +129,14 @@ class TrilinearInterpolationBackward(torch.autograd.Function):
                 dp = add(dp, torch.einsum("nkde,nd,nk->ne", second, b.to(cdt), s))
             dp = None if dp is None else dp.to(points.dtype)
         return dg, df, dp, None
+        # scaffold-end
 
+    # scaffold: the backward op's forward-mode formula |
     # t(gf) = w tg + (J tp) g;  t(gp) = J^T (feats . tg + t_feats . g) + H tp s.
+    # scaffold-end
     @staticmethod
     def jvp(ctx, tg, t_feats, t_points, _):
+        # scaffold: the jvp of the backward op | raise NotImplementedError("TODO(trilinear_interpolation)")
         g, feats, points = ctx.saved_tensors
         mask = list(ctx.mask)
         cdt = _compute_dtype(feats, points)
@@ -140,9 +155,11 @@ class TrilinearInterpolationBackward(torch.autograd.Function):
                 tgp = add(tgp, torch.einsum("nkde,ne,nk->nd", second, t_points.to(cdt), s).to(points.dtype))
         zeros = (torch.zeros_like(feats), torch.zeros_like(points))
         return tuple(None if not m else (t if t is not None else z) for m, t, z in zip(mask, (tgf, tgp), zeros))
+        # scaffold-end
 
     @staticmethod
     def vmap(info, in_dims, g, feats, points, mask):
+        # scaffold: the vmap rule of the backward op | raise NotImplementedError("TODO(trilinear_interpolation)")
         n = info.batch_size
         g, feats, points = (batch_first(t, d, n) for t, d in zip((g, feats, points), in_dims))
         if g.dim() != 3 or feats.dim() != 4 or points.dim() != 3:
@@ -150,6 +167,7 @@ class TrilinearInterpolationBackward(torch.autograd.Function):
         out = ops.trilinear_interpolation_backward(g.flatten(0, 1), feats.flatten(0, 1), points.flatten(0, 1), mask)
         out = tuple(None if t is None else t.unflatten(0, (n, -1)) for t in out)
         return out, tuple(None if t is None else 0 for t in out)
+        # scaffold-end
 
 
 register("trilinear_interpolation", TrilinearInterpolation)
@@ -160,8 +178,10 @@ register("trilinear_interpolation_backward", TrilinearInterpolationBackward)
 # (MyST Markdown): the op(s), the vmap rule, the forward-mode formula.
 DOC_ROWS = [
     (
+        # scaffold: its row in the torch.func table: the op(s), the vmap rule, the forward-mode formula | "TODO(trilinear_interpolation)", "TODO", "TODO",
         "`trilinear_interpolation`, `_backward`",
         "folded into N",
         "feats: the op on the tangent; points: corner-weight derivatives (ATen `einsum`)",
+        # scaffold-end
     ),
 ]

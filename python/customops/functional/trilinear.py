@@ -10,12 +10,15 @@ from ._common import _overview
 __all__ = ["trilinear_interpolation"]
 
 
+# scaffold: its lines in the docs' tables | @_overview("TODO(trilinear_interpolation)", layouts=("TODO: NCHW", "TODO: channels_last", "TODO: the result's format"))
 @_overview("NeRF-style: feats `(N, 8, F)`, points `(N, 3)` in `[-1, 1]` → `(N, F)`; gradients for feats and "
            "points, which may have different dtypes",
            layouts=("— (`(N, 8, F)`, `(N, 3)`)",
                     "—",
                     "contiguous"))
+# scaffold-end
 def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:
+    # scaffold: what it computes, its arguments and result: its API page | """TODO(trilinear_interpolation): its API page."""
     r"""NeRF-style trilinear interpolation of each point's 8 cube-corner features.
 
     With ``u, v, w = (points + 1) / 2`` per point,
@@ -41,4 +44,5 @@ def trilinear_interpolation(feats: Tensor, points: Tensor) -> Tensor:
         float32 parameters as float32. The points' gradient is what pose and
         grid refinement need.
     """
+    # scaffold-end
     return torch.ops.customops.trilinear_interpolation(feats, points)

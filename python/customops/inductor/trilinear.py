@@ -1,6 +1,8 @@
+# scaffold: the decompositions in a paragraph | """trilinear_interpolation's decompositions: TODO."""
 """trilinear_interpolation's decompositions: kernels/trilinear.h's corner weights and their derivatives,
 the blends as reductions over the 8 corners (and, for the points' gradient, over the features), all in
 opmath of feats' dtype as the kernels compute."""
+# scaffold-end
 
 from __future__ import annotations
 
@@ -9,9 +11,12 @@ import torch
 from ._common import opmath
 
 OP = "trilinear_interpolation"
+# scaffold: the compiled-graph choice (measured: docs/design/adding_an_operator.md) | DECOMPOSED_BY_DEFAULT = False
 DECOMPOSED_BY_DEFAULT = True
+# scaffold-end
 
 
+# scaffold: what the decompositions share |
 def _factors(points: torch.Tensor, dtype: torch.dtype):
     """(N, 3) factors t = (coordinate + 1) / 2 and 1 - t."""
     t = (points.to(dtype) + 1) * 0.5
@@ -25,16 +30,20 @@ def _corner(k: int, d: int, t: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
 
 def _weights(t: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return torch.stack([_corner(k, 0, t, s) * _corner(k, 1, t, s) * _corner(k, 2, t, s) for k in range(8)], 1)
+# scaffold-end
 
 
 def trilinear_interpolation(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    # scaffold: the forward in ATen operations | raise NotImplementedError("TODO(trilinear_interpolation)")
     compute = opmath(feats.dtype)
     w = _weights(*_factors(points, compute))
     return (w[:, :, None] * feats.to(compute)).sum(1).to(feats.dtype)
+    # scaffold-end
 
 
 def trilinear_interpolation_backward(grad_out: torch.Tensor, feats: torch.Tensor, points: torch.Tensor,
                                      output_mask):
+    # scaffold: the backward in ATen operations | raise NotImplementedError("TODO(trilinear_interpolation)")
     compute = opmath(feats.dtype)
     t, s = _factors(points, compute)
     g = grad_out.to(compute)
@@ -51,6 +60,7 @@ def trilinear_interpolation_backward(grad_out: torch.Tensor, feats: torch.Tensor
             columns.append(torch.stack(terms, 1).sum(1))
         grad_points = torch.stack(columns, 1).to(points.dtype)
     return grad_feats, grad_points
+    # scaffold-end
 
 
 DECOMPOSITIONS = {"trilinear_interpolation": trilinear_interpolation,
@@ -61,9 +71,11 @@ DECOMPOSITIONS = {"trilinear_interpolation": trilinear_interpolation,
 # Markdown): the op(s), what compiled graphs do with them, the measurement that made the choice, and why.
 DOC_ROWS = [
     (
+        # scaffold: its row in the compile table: the op(s), the choice, the measurement, why | "TODO(trilinear_interpolation)", "TODO", "TODO", "TODO",
         "`trilinear_interpolation` (+ backward)",
         "decomposed",
         "NeRF field, 2^20 points x 32 features: 0.75 / 0.95",
         "the blend fuses with the corner gather before it and the MLP's input",
+        # scaffold-end
     ),
 ]

@@ -1,3 +1,4 @@
+# scaffold: the translation in a paragraph | """trilinear_interpolation -> TODO."""
 """trilinear_interpolation -> the 8 corner weights of each point and their
 weighted sum of the corner features (a batched MatMul).
 
@@ -8,16 +9,20 @@ its columns in corner order, multiplied, give the (N, 8) weights. Every
 intermediate is 2-D: converters such as onnx2tf take 4-D values for images
 and permute their axes, which an (N, 2, 2, 2) outer product would suffer.
 """
+# scaffold-end
 
 from __future__ import annotations
 
 from ._common import TFloat, TOtherFloat, compute_dtype, ints, op, scalar, to_compute
 
+# scaffold: what the translation shares |
 # Per corner k = x*4 + y*2 + z, the column of [1 - t, t] (N, 6) holding its factor along each axis.
 _COLUMNS = [[(k >> (2 - axis) & 1) * 3 + axis for k in range(8)] for axis in range(3)]
+# scaffold-end
 
 
 def trilinear_interpolation(feats: TFloat, points: TOtherFloat) -> TFloat:
+    # scaffold: the translation (onnxscript) | raise NotImplementedError("TODO(trilinear_interpolation)")
     # As the kernels: computed in feats' compute dtype (float for half types),
     # whatever the points' dtype; the result has feats' dtype.
     dtype = compute_dtype(feats)
@@ -27,6 +32,7 @@ def trilinear_interpolation(feats: TFloat, points: TOtherFloat) -> TFloat:
     weights = op.Unsqueeze(op.Mul(op.Mul(fx, fy), fz), ints([1]))  # (N, 1, 8)
     out = op.MatMul(weights, to_compute(feats, dtype))  # (N, 1, F)
     return to_compute(op.Squeeze(out, ints([1])), feats.dtype)
+    # scaffold-end
 
 
 TRANSLATIONS = {"trilinear_interpolation": trilinear_interpolation}
@@ -36,7 +42,9 @@ TRANSLATIONS = {"trilinear_interpolation": trilinear_interpolation}
 # the op, its translation.
 DOC_ROWS = [
     (
+        # scaffold: its row in the ONNX table: the op, its translation | "TODO(trilinear_interpolation)", "TODO",
         "`trilinear_interpolation`",
         "the 8 corner weights (`Add`, `Mul`, `Sub`) and their weighted sum (`MatMul`)",
+        # scaffold-end
     ),
 ]

@@ -1,5 +1,7 @@
+# scaffold: the op in a line | """trilinear_interpolation: TODO."""
 """trilinear_interpolation: per point, the trilinear blend of its voxel's 8 corner features (NeRF's), at
 coordinates in [-1, 1] (outside: extrapolation)."""
+# scaffold-end
 
 from __future__ import annotations
 
@@ -17,15 +19,18 @@ ops = torch.ops.customops
 
 
 def _trilinear_ref(feats, points):
+    # scaffold: the reference: the op in plain PyTorch, written from its definition | raise NotImplementedError("TODO(trilinear_interpolation)")
     """The NeRF formula, written out corner by corner."""
     u, v, w = ((points + 1) / 2).unbind(-1)
     u, v, w = u[:, None], v[:, None], w[:, None]
     a, b, c, d = (1 - v) * (1 - w), (1 - v) * w, v * (1 - w), v * w
     f = feats.unbind(1)
     return (1 - u) * (a * f[0] + b * f[1] + c * f[2] + d * f[3]) + u * (a * f[4] + b * f[5] + c * f[6] + d * f[7])
+    # scaffold-end
 
 
 def _trilinear_samples(device, dtype, requires_grad):
+    # scaffold: the samples: every size class, empty, non-contiguous, edge values | raise NotImplementedError("TODO(trilinear_interpolation)")
     def t(shape, low=-2, high=2, **kw):
         return make_tensor(shape, device=device, dtype=dtype, low=low, high=high, requires_grad=requires_grad, **kw)
 
@@ -44,8 +49,10 @@ def _trilinear_samples(device, dtype, requires_grad):
     corners = torch.tensor([[-1.0, -1, -1], [1, 1, 1], [1, -1, 1], [0, 0, 0]], dtype=dtype, device=device)
     yield SampleInput((t((4, 8, 3)), corners.requires_grad_(requires_grad)), name="corners_and_centre")
     yield from _trilinear_mixed_samples(device, dtype, requires_grad)
+    # scaffold-end
 
 
+# scaffold: what the op's samples share |
 def _trilinear_mixed_samples(device, dtype, requires_grad):
     """feats of `dtype` with points of a more precise dtype: the output and
     feats' gradient have `dtype`, the points' gradient the points' dtype (the
@@ -64,9 +71,11 @@ def _trilinear_mixed_samples(device, dtype, requires_grad):
         yield SampleInput((t((5, 8, 6), noncontiguous=True), t((3, 5), pdt, -1, 1).t()),
                           name=f"points_{name}_noncontiguous")
         yield SampleInput((t((0, 8, 4)), t((0, 3), pdt, -1, 1)), name=f"points_{name}_empty")
+# scaffold-end
 
 
 def _trilinear_autocast_samples(device, low, requires_grad):
+    # scaffold: the inputs as autocast gives them to the op | raise NotImplementedError("TODO(trilinear_interpolation)")
     """As under AMP: feats in the autocast dtype (from a Linear), float32 points."""
 
     def t(shape, dtype, low_=-2, high=2):
@@ -74,17 +83,21 @@ def _trilinear_autocast_samples(device, low, requires_grad):
 
     for n, f, name in ((9, 16, "F16"), (5, 7, "odd_F"), (0, 4, "empty")):
         yield SampleInput((t((n, 8, f), low), t((n, 3), torch.float32, -1, 1)), name=f"{name}_{low}_float32_points")
+    # scaffold-end
 
 
 def _trilinear_dynamic(device, dtype):
+    # scaffold: the dynamic-shape samples (sizes that differ between calls) | raise NotImplementedError("TODO(trilinear_interpolation)")
     # No size shared with another dimension (8 corners, 3 coordinates): equal
     # sizes would be one symbol in the first graph and force a recompile.
     for n, f in ((5, 4), (17, 6), (40, 7)):
         yield SampleInput((make_tensor((n, 8, f), device=device, dtype=dtype, low=-2, high=2),
                            make_tensor((n, 3), device=device, dtype=dtype, low=-1, high=1)), name=f"n{n}_f{f}")
+    # scaffold-end
 
 
 def _trilinear_errors(device):
+    # scaffold: the bad inputs and the messages they raise | raise NotImplementedError("TODO(trilinear_interpolation)")
     f = torch.randn(4, 8, 5, device=device)
     p = torch.rand(4, 3, device=device)
     yield ErrorInput(SampleInput((f[:, 0], p)), r"expected feats of shape \(N, 8, F\), got \[4, 5\]")
@@ -106,8 +119,10 @@ def _trilinear_errors(device):
         yield ErrorInput(SampleInput((f, p.to(other))), r"expected points and feats on the same device")
         yield ErrorInput(SampleInput((g.to(other), f, p, [True, True])), r"expected grad_out and feats on the same",
                          backward=True)
+    # scaffold-end
 
 
+# scaffold: the gradients' rounding bounds, where a gradient sums cancelling terms (else none) |
 def _trilinear_term_scales(views, grad):
     """The points' gradient sums the corners' feats . grad times the weights' derivatives: with equal corners (an
     expanded feats) the sum cancels exactly in float64, and the op's rounding errors are of the size of the terms,
@@ -118,10 +133,12 @@ def _trilinear_term_scales(views, grad):
     factor = torch.maximum(t.abs(), (1 - t).abs()).amax(-1)
     bound = (0.5 * factor**2 * s.sum(-1)).max().item() if s.numel() else 0.0
     return [None, bound]
+# scaffold-end
 
 
 @st.composite
 def _trilinear_cases(draw, device):
+    # scaffold: the property tests' inputs | raise NotImplementedError("TODO(trilinear_interpolation)")
     n = draw(st.integers(0, 17))
     f = draw(st.one_of(st.integers(0, 9), st.sampled_from([16, 33, 64, 130])))
     dtype = draw(_dtype(device))
@@ -133,18 +150,22 @@ def _trilinear_cases(draw, device):
     points = draw(tensor_spec((n, 3), -reach, reach, dtype=None if pdtype == dtype else pdtype))
     return Case("trilinear_interpolation", (feats, points), {}, dtype, mask=_mask(draw, 2),
                 grad_seed=draw(st.integers(0, 2**31 - 1)))
+    # scaffold-end
 
 
 def _trilinear_fuzz_call(rng, backward, device, dtype):
     batched(rng)  # drawn by every op's call, used or not: see fuzz_common.batched
+    # scaffold: the fuzzer's arguments (forward; backward) | raise NotImplementedError("TODO(trilinear_interpolation)")
     n, feat = rng.randint(0, 3), rng.randint(0, 3)
     args = [T([n, 8, feat], dtype, device), T([n, 3], rng.choice([dtype, torch.float32, torch.float64]), device)]
     if not backward:
         return args
     return [T([n, feat], dtype, device)] + args + [[rng.random() < 0.7, rng.random() < 0.7]]
+    # scaffold-end
 
 
 def _trilinear_sharding(rnd):
+    # scaffold: the sharding cases: inputs, placements in, placements out | raise NotImplementedError("TODO(trilinear_interpolation)")
     Shard, R, P = _placements()
     feats, points = rnd(10, 8, 6), rnd(10, 3).clamp(-1, 1)
     yield "trilinear points", ops.trilinear_interpolation.default, (feats, points), [Shard(0), Shard(0)], [Shard(0)]
@@ -159,6 +180,7 @@ def _trilinear_sharding(rnd):
     yield "trilinear_backward partial", ops.trilinear_interpolation_backward.default, tb, [P, R, R], [P, P]
     yield ("trilinear_backward features, feats only", ops.trilinear_interpolation_backward.default,
            (tgo, feats, points, [True, False]), [Shard(1), Shard(2), R], [Shard(2)])
+    # scaffold-end
 
 
 TRILINEAR_INTERPOLATION = OpInfo(
@@ -171,11 +193,17 @@ TRILINEAR_INTERPOLATION = OpInfo(
     module=lambda sample: (customops.TrilinearInterpolation(), sample.args),
     backward_args=lambda sample, grad: (grad, *sample.args, [True, True]),
     autocast_samples=_trilinear_autocast_samples,
+    # scaffold: the rounding bounds' function, if any |
     gradient_term_scales=_trilinear_term_scales,
+    # scaffold-end
     cases=_trilinear_cases,
+    # scaffold: the property tests' cost (time relative to the cheapest op) | property_cost=1.0,
     property_cost=2.0,
+    # scaffold-end
     fuzz_call=_trilinear_fuzz_call,
+    # scaffold: the ONNX nodes on the path to the output | onnx_nodes=lambda s: [("TODO", {})],
     onnx_nodes=lambda s: [("MatMul", {})],
+    # scaffold-end
     sharding_cases=_trilinear_sharding,
 )
 

@@ -12,12 +12,14 @@ from ..table import BenchOp, Case, Demo, State
 
 
 def trilinear_reference(feats: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    # scaffold: the plain-PyTorch calls the op replaces | raise NotImplementedError("TODO(trilinear_interpolation)")
     """The NeRF formula in plain PyTorch (what customops replaces)."""
     u, v, w = ((points + 1) / 2).unbind(-1)
     u, v, w = u[:, None], v[:, None], w[:, None]
     a, b, c, d = (1 - v) * (1 - w), (1 - v) * w, v * (1 - w), v * w
     f = feats.unbind(1)
     return (1 - u) * (a * f[0] + b * f[1] + c * f[2] + d * f[3]) + u * (a * f[4] + b * f[5] + c * f[6] + d * f[7])
+    # scaffold-end
 
 
 _compiled_trilinear_reference = torch.compile(trilinear_reference, dynamic=False)
@@ -29,6 +31,7 @@ def _retained_grad(key: str) -> Callable[[State], object]:
 
 
 def _trilinear_cases(device: torch.device, quick: bool) -> Iterator[Case]:
+    # scaffold: the cases: sizes real models use, and the fewest bytes each must move | raise NotImplementedError("TODO(trilinear_interpolation)")
     if device.type == "cuda":
         sizes = ((8192, 256), (2**17, 32)) if quick else ((65536, 256), (2**20, 32))
     else:
@@ -53,13 +56,16 @@ def _trilinear_cases(device: torch.device, quick: bool) -> Iterator[Case]:
                    ours=_retained_grad("ours"),
                    pytorch={"eager": _retained_grad("eager"), "compile": _retained_grad("compile")},
                    bytes=4 * (17 * n * f + 6 * n))  # read grad, feats, points; write both gradients
+    # scaffold-end
 
 
 def _trilinear_demo(device: torch.device) -> Demo:
+    # scaffold: the demo's module, inputs and reference | raise NotImplementedError("TODO(trilinear_interpolation)")
     torch.manual_seed(0)
     return Demo(customops.TrilinearInterpolation(),
                 (torch.randn(4096, 8, 16, device=device), torch.rand(4096, 3, device=device) * 2 - 1),
                 trilinear_reference)
+    # scaffold-end
 
 
 BENCH_OPS = [
