@@ -59,3 +59,20 @@ def test_summary_geomeans_only_the_columns_that_were_timed():
             zoo.ZooRow("b", "bf16-channels_last", 2, eager=zoo.Spread(2.0), graphed=zoo.Spread(4.0))]
     (row,) = zoo.summary(rows)
     assert row[4:7] == ("1.000", "2.000", "—")  # eager, graphed, compiled (not timed: --no-compile)
+
+
+def test_depthwise_passes_zoo_cases_are_the_distinct_depthwise_shapes():
+    from customops.benchmark.depthwise_passes import zoo_cases
+
+    cases = zoo_cases(["mobilenetv3_large_100", "mixnet_s"], batch=4, size=64)
+    shapes = [(c.C, c.H, c.W, c.kernel, c.stride, c.padding, c.dilation) for c in cases]
+    assert cases and len(set(shapes)) == len(shapes)
+    assert len({c.name for c in cases}) == len(cases)
+    assert {c.kernel[0] for c in cases} == {3, 5, 7, 9, 11}  # mixnet_s mixes 3x3 to 11x11 kernels
+    assert {c.stride for c in cases} == {(1, 1), (2, 2)}
+    for c in cases:
+        assert c.N == 4 and c.C > 0 and c.H <= 32 and c.kernel[0] == c.kernel[1] and c.kernel[0] % 2 == 1
+        assert c.name.startswith(("mobilenetv3_large_100 ", "mixnet_s "))
+        assert f" {c.C}ch{c.H} k{c.kernel[0]} s{c.stride[0]}" in c.name
+    first = cases[0]  # the first block's 16 channels at half the input's size, after the stride-2 stem
+    assert first.name == "mobilenetv3_large_100 16ch32 k3 s1" and first.padding == (1, 1)
