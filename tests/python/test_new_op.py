@@ -89,6 +89,10 @@ def test_trilinear_maths_become_stubs_the_tests_reject():
         assert "Corners" not in text[place] and "kCorners" not in text[place], place
     assert f'TORCH_CHECK(false, "customops::{NAME}_backward: TODO"); return {{}};' in text[f"registration/{NAME}.cpp"]
     assert "class ScaffoldProbeFunction" in text[f"registration/{NAME}.cpp"]  # the family's class names follow
+    # The family's namespace cannot take the op's name: customops::scaffold_probe is the op's C++ function.
+    header = text[f"kernels/{NAME}.h"]
+    assert f"namespace {NAME}_impl {{" in header and f"namespace {NAME} {{" not in header
+    assert f"{NAME}_impl::plan_forward(" in text[f"kernels/cpu/{NAME}.cpp"]
     assert "return at::empty_symint({0}, feats.options());" in text[f"kernels/meta/{NAME}.cpp"]
     for concern, stubs in (("func", 5), ("sharding", 2), ("onnx", 1), ("inductor", 2)):
         assert text[f"python/customops/{concern}/{NAME}.py"].count(todo) == stubs, concern

@@ -133,13 +133,19 @@ def renamer(plan: Plan):
     pairs = [(plan.like, plan.name), (plan.like.upper(), plan.name.upper()), (camel(plan.like), camel(plan.name))]
     if plan.like_class != camel(plan.like):
         pairs.append((plan.like_class, plan.class_name))
-    word = None
+    word = namespace = None
     if plan.family != plan.like:
         pairs.append((camel(plan.family), camel(plan.name)))  # the family's classes: TrilinearFunction
-        # The family's own name where it is not the op's: file names, namespaces, "the upsample family".
+        # The family's C++ namespace (customops::trilinear) cannot take the op's name, which the op's function in
+        # namespace customops has: it becomes NAME_impl.
+        namespace = re.compile(r"(?<![A-Za-z0-9_])(?:(?<=namespace )" + re.escape(plan.family) + "|"
+                               + re.escape(plan.family) + r"(?=::))(?![A-Za-z0-9_])")
+        # The family's own name elsewhere: file names, helpers (_trilinear_ref), "the upsample family".
         word = re.compile(r"(?<![A-Za-z0-9])" + re.escape(plan.family) + r"(?![A-Za-z0-9])")
 
     def rename(text: str) -> str:
+        if namespace:
+            text = namespace.sub(f"{plan.name}_impl", text)
         for old, new in pairs:
             text = text.replace(old, new)
         return word.sub(plan.name, text) if word else text
