@@ -49,6 +49,12 @@ TORCH_LIBRARY(customops, m) {
         "-> (Tensor, Tensor)", pt2);
   m.def("silu_mul(Tensor a, Tensor b) -> Tensor", pt2);
   m.def("silu_mul_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)", pt2);
+
+  // x (B, C, L), weight (C, K), bias (C) -> (B, C, L), each step from itself and the K-1 before it; the
+  // backward returns the gradients of x, weight and bias that output_mask asks for.
+  m.def("causal_conv1d(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor", pt2);
+  m.def("causal_conv1d_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask) "
+        "-> (Tensor, Tensor, Tensor)", pt2);
 }
 
 // Which implementation an op runs on CUDA where PyTorch has a competing kernel (kernels/common/

@@ -85,3 +85,14 @@ def test_the_api_page_documents_every_op_function_and_module():
     page = (ROOT / "docs" / "guide" / "api.md").read_text()
     for kind in ("functions", "modules"):
         assert re.search(r"^```\{customops-op-api\} " + kind + r"\s*$", page, re.M), kind
+
+
+@pytest.mark.parametrize("page", ["README.md", "docs/index.md"])
+def test_the_front_pages_name_every_op(page):
+    """The README and the docs' front page introduce the library by its ops, in prose and tables written by hand:
+    each must name every forward op (im2col and col2im as `im2col`/`col2im`)."""
+    text = (ROOT / page).read_text()
+    intro = text.split("\n\n## ", 1)[0]  # before the first section
+    missing = [op for op in forward_ops() if f"`{op}`" not in intro and op not in ("im2col", "col2im")]
+    assert "`im2col`/`col2im`" in intro
+    assert not missing, f"{page}: its introduction does not name {', '.join(missing)}"

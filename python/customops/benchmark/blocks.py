@@ -12,6 +12,9 @@ expressions, not ``nn.Module`` layers it recognises), so each block says what it
 - A decoder stage: bilinear x2 (``nn.Upsample``), ReLU, 3x3 convolution, 128 channels at 64x64.
 - A NeRF field: a dense grid of 32 features, 8 corners gathered per point and blended trilinearly (written
   out as in NeRF codebases), then a small MLP; the input is a batch of points.
+- Mamba's mixer around its short convolution (Mamba-130M's widths, the selective scan left out): Linear 768 ->
+  1536, the causal depthwise convolution of width 4 written as Mamba does without its fused kernel
+  (``nn.Conv1d(padding=3)`` and the last 3 steps dropped), SiLU, Linear 1536 -> 768, on (batch, 2048 steps, 768).
 """
 
 from __future__ import annotations
@@ -101,6 +104,32 @@ class NerfField(nn.Module):
         return self.mlp(self.interpolate(feats, local.to(feats.dtype)))
 
 
+def mamba_conv_ref(h: Tensor, conv: nn.Conv1d) -> Tensor:
+    """Mamba's short convolution without its fused kernel: padded on both sides, the padded tail dropped."""
+    return conv(h)[..., :h.shape[-1]]
+
+
+def mamba_conv_ours(h: Tensor, conv: nn.Conv1d) -> Tensor:
+    return customops.causal_conv1d(h, conv.weight, conv.bias)
+
+
+class MambaConv(nn.Module):
+    """(batch, steps, width) -> the same: in_proj, the causal depthwise convolution over the steps, SiLU,
+    out_proj. The convolution's parameters are one nn.Conv1d either way (weights shared by state dict)."""
+
+    def __init__(self, convolve, width: int = 768, kernel: int = 4) -> None:
+        super().__init__()
+        inner = 2 * width
+        self.convolve = convolve
+        self.in_proj = nn.Linear(width, inner)
+        self.conv1d = nn.Conv1d(inner, inner, kernel, groups=inner, padding=kernel - 1)
+        self.out_proj = nn.Linear(inner, width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.convolve(self.in_proj(x).transpose(1, 2), self.conv1d)
+        return self.out_proj(nn.functional.silu(h).transpose(1, 2))
+
+
 def clip_mlp(original: bool) -> nn.Module:
     return ClipMLP(QuickGELURef() if original else customops.QuickGELU())
 
@@ -119,12 +148,17 @@ def nerf_field(original: bool) -> nn.Module:
     return NerfField(trilinear_ref if original else customops.trilinear_interpolation)
 
 
+def mamba_conv(original: bool) -> nn.Module:
+    return MambaConv(mamba_conv_ref if original else mamba_conv_ours)
+
+
 # name -> (builder, "module-name original replacement": what the customops version replaced)
 BLOCKS = {
     "clip_mlp": (clip_mlp, "gelu QuickGELURef QuickGELU"),
     "swiglu_mlp": (swiglu_mlp, "gate SiluMulRef SiluMul"),
     "decoder": (decoder, "up Upsample UpsampleBilinear2d"),
     "nerf_field": (nerf_field, "interpolate trilinear_ref trilinear_interpolation"),
+    "mamba_conv": (mamba_conv, "convolve mamba_conv_ref causal_conv1d"),
 }
 
 

@@ -110,6 +110,8 @@ MODELS = {
                          ("bf16-channels_last", "float32-channels_last"), block="decoder"),
     "nerf_field": ModelSpec(None, (3,), (3,), {"cuda": 2**20, "cpu": 4096}, 1.0, ("float32",), block="nerf_field",
                             quick_batch=256, make_input=_unit_points),
+    "mamba_conv": ModelSpec(None, (2048, 768), (64, 768), {"cuda": 8, "cpu": 1}, 1.0, ("bf16", "float32"),
+                            block="mamba_conv"),
 }
 
 
@@ -562,6 +564,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="timed steps per model and phase (default 20 on CUDA, 5 on CPU, 2 with --quick)")
     p.add_argument("--warmup", type=int, help="untimed steps first (default 3, 1 with --quick)")
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile'd training steps")
+    p.add_argument("--decompose", action="append", default=[], metavar="OP",
+                   help="decompose OP in compiled graphs (customops.inductor.set_decomposed); repeatable")
+    p.add_argument("--keep", action="append", default=[], metavar="OP", help="keep OP whole in compiled graphs")
     p.add_argument("--markdown", help="write the table as Markdown to this file")
     p.add_argument("--plot", help="write a PNG bar plot of the ratios to this file")
     args = p.parse_args(argv)
@@ -571,6 +576,10 @@ def main(argv: list[str] | None = None) -> int:
     configs = _names(args.configs, CONFIGS, "config") if args.configs else None
     repeats = args.repeats or (2 if args.quick else 20 if device.type == "cuda" else 5)
     warmup = args.warmup if args.warmup is not None else (1 if args.quick else 3)
+    for op in args.decompose:
+        customops.inductor.set_decomposed(op, True)
+    for op in args.keep:
+        customops.inductor.set_decomposed(op, False)
     try:
         import torchvision
         tv_version = torchvision.__version__
@@ -620,7 +629,7 @@ def main(argv: list[str] | None = None) -> int:
             f"Measured on {title}, customops {customops.__version__}, {now}.\n\n"
             f"Command: `{command}`.\n\n"
             f"Each row: the model, and its copy converted by `customops.convert` (swapped: {swapped}), "
-            "with the same weights; the blocks (clip_mlp, decoder, nerf_field) are built both ways, the original "
+            f"with the same weights; the blocks ({', '.join(blocks.BLOCKS)}) are built both ways, the original "
             "written in plain PyTorch as such models are. A training step is `zero_grad(set_to_none=True)`, "
             "forward, loss (mean of the squared output, in float32) and backward, no optimizer; an inference "
             "step is an eval-mode forward under `torch.inference_mode()`. Dropout and stochastic depth are off "

@@ -1,0 +1,110 @@
+#include "kernels/causal_conv1d.h"
+#include "kernels/cpu/common/parallel.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+
+#include <algorithm>
+#include <vector>
+
+namespace customops::cpu::CPU_CAPABILITY {
+namespace {
+
+// out[t] = bias + sum_j taps[j] * in[t + j] for t < L, over a row `in` of
+// L + K - 1 values (the sequence with its K-1 zeros): tap by tap, so that
+// each pass over t vectorises.
+template <typename opmath_t>
+void filter_row(const opmath_t* in, const opmath_t* taps, int64_t K, int64_t L, opmath_t bias, opmath_t* out) {
+  std::fill(out, out + L, bias);
+  for (int64_t j = 0; j < K; ++j) {
+    const opmath_t tap = taps[j];
+    const opmath_t* src = in + j;
+    for (int64_t t = 0; t < L; ++t) out[t] += tap * src[t];
+  }
+}
+
+} // namespace
+
+at::Tensor causal_conv1d(const at::Tensor& x_in, const at::Tensor& weight_in, const std::optional<at::Tensor>& bias) {
+  const auto plan = causal_conv1d_impl::plan_forward(x_in, weight_in, bias);
+  const int64_t C = plan.C, L = plan.L, K = plan.K;
+  if (plan.out.numel() == 0) return plan.out;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.x.scalar_type(), "causal_conv1d_cpu", [&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const scalar_t* x = plan.x.const_data_ptr<scalar_t>();
+    const scalar_t* w = plan.weight.const_data_ptr<scalar_t>();
+    const scalar_t* b = plan.bias.defined() ? plan.bias.const_data_ptr<scalar_t>() : nullptr;
+    scalar_t* y = plan.out.data_ptr<scalar_t>();
+    at::parallel_for(0, plan.B * C, grain(L * K), [&](int64_t begin, int64_t end) {
+      // The row in opmath after K-1 zeros (the steps before t = 0), and the sums.
+      std::vector<opmath_t> row(L + K - 1, opmath_t(0)), acc(L), taps(K);
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t c = r % C;
+        for (int64_t j = 0; j < K; ++j) taps[j] = static_cast<opmath_t>(w[c * K + j]);
+        std::copy(x + r * L, x + (r + 1) * L, row.begin() + (K - 1));
+        filter_row(row.data(), taps.data(), K, L, b ? static_cast<opmath_t>(b[c]) : opmath_t(0), acc.data());
+        std::copy(acc.begin(), acc.end(), y + r * L);
+      }
+    });
+  });
+  return plan.out;
+}
+
+causal_conv1d_impl::Grads causal_conv1d_backward(const at::Tensor& grad_in, const at::Tensor& x_in,
+                                                 const at::Tensor& weight_in, std::array<bool, 3> output_mask) {
+  const auto plan = causal_conv1d_impl::plan_backward(grad_in, x_in, weight_in, output_mask);
+  const int64_t B = plan.B, C = plan.C, L = plan.L, K = plan.K;
+  const at::Tensor &gx = plan.grad_x, &gw = plan.grad_weight, &gb = plan.grad_bias;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.x.scalar_type(), "causal_conv1d_backward_cpu", [&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const scalar_t* g = plan.grad.const_data_ptr<scalar_t>();
+    const scalar_t* x = plan.x.const_data_ptr<scalar_t>();
+    const scalar_t* w = plan.weight.const_data_ptr<scalar_t>();
+    if (gx.defined() && gx.numel() > 0) {
+      // dx[t] = sum_j weight[K-1-j] * g[t + j]: the filter with its taps reversed, over g and K-1 zeros after it.
+      scalar_t* dx = gx.data_ptr<scalar_t>();
+      at::parallel_for(0, B * C, grain(L * K), [&](int64_t begin, int64_t end) {
+        std::vector<opmath_t> row(L + K - 1, opmath_t(0)), acc(L), taps(K);
+        for (int64_t r = begin; r < end; ++r) {
+          const int64_t c = r % C;
+          for (int64_t j = 0; j < K; ++j) taps[j] = static_cast<opmath_t>(w[c * K + K - 1 - j]);
+          std::copy(g + r * L, g + (r + 1) * L, row.begin());
+          filter_row(row.data(), taps.data(), K, L, opmath_t(0), acc.data());
+          std::copy(acc.begin(), acc.end(), dx + r * L);
+        }
+      });
+    }
+    if (!gw.defined() && !gb.defined()) return;
+    // dweight[c, k] = sum_{b,t} g[b, c, t] * x[b, c, t - (K-1) + k] and dbias[c] = sum_{b,t} g[b, c, t]: a
+    // channel's sums in one thread, in one order whatever the thread count (the same bits every run).
+    scalar_t* dw = gw.defined() ? gw.data_ptr<scalar_t>() : nullptr;
+    scalar_t* db = gb.defined() ? gb.data_ptr<scalar_t>() : nullptr;
+    at::parallel_for(0, C, grain(B * L * (K + 1)), [&](int64_t begin, int64_t end) {
+      std::vector<opmath_t> row(L + K - 1, opmath_t(0)), grow(L), sums(K + 1);
+      for (int64_t c = begin; c < end; ++c) {
+        std::fill(sums.begin(), sums.end(), opmath_t(0));
+        for (int64_t b = 0; b < B; ++b) {
+          const int64_t r = b * C + c;
+          std::copy(x + r * L, x + (r + 1) * L, row.begin() + (K - 1));
+          std::copy(g + r * L, g + (r + 1) * L, grow.begin());
+          for (int64_t k = 0; k < K; ++k) {
+            const opmath_t* src = row.data() + k;
+            opmath_t s = 0;
+            for (int64_t t = 0; t < L; ++t) s += grow[t] * src[t];
+            sums[k] += s;
+          }
+          opmath_t s = 0;
+          for (int64_t t = 0; t < L; ++t) s += grow[t];
+          sums[K] += s;
+        }
+        if (dw) {
+          for (int64_t k = 0; k < K; ++k) dw[c * K + k] = static_cast<scalar_t>(sums[k]);
+        }
+        if (db) db[c] = static_cast<scalar_t>(sums[K]);
+      }
+    });
+  });
+  return plan.result();
+}
+
+} // namespace customops::cpu::CPU_CAPABILITY

@@ -1,0 +1,171 @@
+"""causal_conv1d: per channel, a filter of K taps over each step and the K-1 before it (Mamba's short
+convolution)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from hypothesis import strategies as st
+from torch.testing import make_tensor
+
+import customops
+from fuzz_common import T, batched
+from strategies import Case, _dtype, _mask, tensor_spec
+
+from ._common import ErrorInput, OpInfo, SampleInput, _other_device, _placements
+
+ops = torch.ops.customops
+
+
+def _causal_conv1d_ref(x, weight, bias=None):
+    """The definition, tap by tap: tap k of channel c multiplies x delayed by K-1-k steps (zeros before t = 0)."""
+    K, L = weight.shape[1], x.shape[2]
+    padded = F.pad(x, (K - 1, 0))
+    y = sum(weight[None, :, k, None] * padded[:, :, k:k + L] for k in range(K))
+    return y if bias is None else y + bias[None, :, None]
+
+
+def _causal_conv1d_samples(device, dtype, requires_grad):
+    def t(shape, **kw):
+        return make_tensor(shape, device=device, dtype=dtype, low=-2, high=2, requires_grad=requires_grad, **kw)
+
+    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), name="mamba_width")
+    yield SampleInput((t((2, 3, 9)), t((3, 4)), None), name="no_bias")
+    for K in (1, 2, 3, 8):
+        yield SampleInput((t((2, 5, 11)), t((5, K)), t((5,))), name=f"K{K}")
+    yield SampleInput((t((3, 2, 2)), t((2, 4)), t((2,))), name="shorter_than_filter")
+    yield SampleInput((t((1, 4, 1)), t((4, 3)), t((4,))), name="one_step")
+    yield SampleInput((t((0, 3, 6)), t((3, 4)), t((3,))), name="batch0")
+    yield SampleInput((t((2, 3, 0)), t((3, 4)), t((3,))), name="length0")
+    yield SampleInput((t((2, 0, 5)), t((0, 4)), t((0,))), name="channels0")
+    # Past one CUDA tile (1024 steps) and not a multiple of it; enough steps that the weight gradient splits.
+    yield SampleInput((t((2, 3, 1500)), t((3, 4)), t((3,))), name="long")
+    yield SampleInput((t((3, 1, 2600)), t((1, 3)), t((1,))), name="one_channel_long")
+    # Mamba's activations: (B, L, C) in memory, transposed to (B, C, L).
+    yield SampleInput((t((2, 10, 6)).transpose(1, 2), t((6, 4)), t((6,))), name="transposed_BLC")
+    yield SampleInput((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,), noncontiguous=True)),
+                      name="noncontiguous")
+
+
+def _causal_conv1d_autocast_samples(device, low, requires_grad):
+    """As under AMP: float32 weight and bias with a low-precision input, and with a float32 one."""
+
+    def t(shape, dtype):
+        return make_tensor(shape, device=device, dtype=dtype, low=-2, high=2, requires_grad=requires_grad)
+
+    for x_dtype in (low, torch.float32):
+        name = str(x_dtype).removeprefix("torch.")
+        yield SampleInput((t((2, 4, 7), x_dtype), t((4, 4), torch.float32), t((4,), torch.float32)),
+                          name=f"{name}_input")
+
+
+def _causal_conv1d_dynamic(device, dtype):
+    # Batch, channels and steps differ from one another and between calls; the width stays (a Conv attribute).
+    for b, c, n in ((2, 3, 5), (3, 5, 9), (5, 6, 13)):
+        yield SampleInput((make_tensor((b, c, n), device=device, dtype=dtype, low=-2, high=2),
+                           make_tensor((c, 4), device=device, dtype=dtype, low=-2, high=2),
+                           make_tensor((c,), device=device, dtype=dtype, low=-2, high=2)), name=f"b{b}_c{c}_l{n}")
+
+
+def _causal_conv1d_errors(device):
+    x, w, b = torch.randn(2, 3, 8, device=device), torch.randn(3, 4, device=device), torch.randn(3, device=device)
+    yield ErrorInput(SampleInput((x[0], w, b)), r"expected x of shape \(B, C, L\), got \[3, 8\]")
+    yield ErrorInput(SampleInput((x, w[:2], b)), r"expected weight of shape \(C, K\) with C = x.size\(1\) = 3, "
+                                                 r"got \[2, 4\]")
+    yield ErrorInput(SampleInput((x, w[None], b)), r"expected weight of shape \(C, K\)")
+    yield ErrorInput(SampleInput((x, torch.randn(3, 9, device=device), b)),
+                     r"expected a filter width K = weight.size\(1\) between 1 and 8, got 9")
+    yield ErrorInput(SampleInput((x, w[:, :0], b)), r"between 1 and 8, got 0")
+    yield ErrorInput(SampleInput((x, w, b[:2])), r"expected bias of shape \(C,\) with C = x.size\(1\) = 3, got \[2\]")
+    yield ErrorInput(SampleInput((x.long(), w, b)), r"expected x to be a floating-point tensor")
+    yield ErrorInput(SampleInput((x, w.double(), b)), r"expected weight to have the dtype of x")
+    yield ErrorInput(SampleInput((x, w, b.double())), r"expected bias to have the dtype of x")
+    g = torch.randn(2, 3, 8, device=device)
+    yield ErrorInput(SampleInput((g[:, :, :5], x, w, [True, True, True])), r"expected grad_out of x's shape",
+                     backward=True)
+    yield ErrorInput(SampleInput((g.double(), x, w, [True, True, True])), r"expected grad_out to have the dtype of x",
+                     backward=True)
+    other = _other_device(device)
+    if other is not None:
+        yield ErrorInput(SampleInput((x, w.to(other), b)), r"expected weight and x on the same device")
+        yield ErrorInput(SampleInput((x, w, b.to(other))), r"expected bias and x on the same device")
+        yield ErrorInput(SampleInput((g.to(other), x, w, [True, True, True])), r"expected grad_out and x on the same",
+                         backward=True)
+
+
+@st.composite
+def _causal_conv1d_cases(draw, device):
+    b, c = draw(st.integers(0, 4)), draw(st.one_of(st.integers(1, 6), st.sampled_from([16, 33])))
+    n = draw(st.one_of(st.integers(0, 12), st.sampled_from([100, 1030])))
+    k = draw(st.integers(1, 8))
+    x, w = draw(tensor_spec((b, c, n), -2, 2)), draw(tensor_spec((c, k), -2, 2))
+    bias = draw(st.none() | tensor_spec((c,), -2, 2))
+    return Case("causal_conv1d", (x, w, bias), {}, draw(_dtype(device)), mask=_mask(draw, 3, bias is not None),
+                grad_seed=draw(st.integers(0, 2**31 - 1)))
+
+
+def _causal_conv1d_fuzz_call(rng, backward, device, dtype):
+    batched(rng)  # drawn by every op's call, used or not: see fuzz_common.batched
+    b, c, n, k = rng.randint(0, 3), rng.randint(0, 4), rng.randint(0, 9), rng.randint(0, 10)
+    x, w = T([b, c, n], dtype, device), T([c, k], dtype, device)
+    if backward:
+        return [T([b, c, n], dtype, device), x, w, [rng.random() < 0.7 for _ in range(3)]]
+    return [x, w, T([c], dtype, device) if rng.random() < 0.5 else None]
+
+
+def _causal_conv1d_sharding(rnd):
+    Shard, R, P = _placements()
+    x, w, b = rnd(4, 6, 10), rnd(6, 4), rnd(6)
+    conv = ops.causal_conv1d.default
+    yield "causal_conv1d batch", conv, (x, w, b), [Shard(0), R, R], [Shard(0)]
+    yield "causal_conv1d channels", conv, (x, w, b), [Shard(1), Shard(0), Shard(0)], [Shard(1)]
+    yield "causal_conv1d partial input", conv, (x, w, None), [P, R], [P]
+    yield "causal_conv1d partial weight", conv, (x, w, None), [R, P], [P]
+    backward = ops.causal_conv1d_backward.default
+    bwd = (rnd(4, 6, 10), x, w, [True, True, True])
+    yield "causal_conv1d_backward batch", backward, bwd, [Shard(0), Shard(0), R], [Shard(0), P, P]
+    yield ("causal_conv1d_backward channels", backward, bwd, [Shard(1), Shard(1), Shard(0)],
+           [Shard(1), Shard(0), Shard(0)])
+    yield "causal_conv1d_backward partial", backward, bwd, [P, R, R], [P, P, P]
+
+
+def _causal_conv1d_onnx_nodes(sample):
+    (b, c, n), width = sample.args[0].shape, sample.args[1].shape[1]
+    if c == 0 or n == 0:
+        return [("Identity", {})]  # an empty result: no Conv
+    return [("Conv", {"group": c, "kernel_shape": [1, width], "pads": [0, width - 1, 0, 0]})]
+
+
+def _causal_conv1d_module(sample):
+    x, w, b = sample.args
+    m = customops.CausalConv1d(w.shape[0], w.shape[1], bias=b is not None, device=x.device, dtype=x.dtype)
+    with torch.no_grad():
+        m.weight.copy_(w)
+        if b is not None:
+            m.bias.copy_(b)
+    return m, (x.detach(),)
+
+
+CAUSAL_CONV1D = OpInfo(
+    name="causal_conv1d",
+    op=customops.causal_conv1d,
+    ref=_causal_conv1d_ref,
+    sample_inputs=_causal_conv1d_samples,
+    dynamic_samples=_causal_conv1d_dynamic,
+    error_inputs=_causal_conv1d_errors,
+    module=_causal_conv1d_module,
+    backward_args=lambda sample, grad: (grad, *sample.args[:2], [True, True, sample.args[2] is not None]),
+    # The weight and bias gradients sum up to thousands of products (the long samples): float32's rounding of such
+    # sums, in another order than the reference's, is about 1e-5 of their size.
+    tolerances={torch.float64: (1e-10, 1e-12), torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
+                torch.bfloat16: (5e-2, 5e-2)},
+    autocast="lower_precision",
+    autocast_samples=_causal_conv1d_autocast_samples,
+    cases=_causal_conv1d_cases,
+    property_cost=1.0,
+    fuzz_call=_causal_conv1d_fuzz_call,
+    onnx_nodes=_causal_conv1d_onnx_nodes,
+    sharding_cases=_causal_conv1d_sharding,
+)
+
+OPS = [CAUSAL_CONV1D]
