@@ -534,6 +534,74 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// The input gradient at any stride and dilation where m == 1 and a pixel's
+// channels are whole aligned words (V lanes, 16 bytes): a gather as
+// direct_input_grad_kernel's, laid out so that little but the loads is left.
+// Blocks stride over the rows of the input gradient (blockIdx.y), so the
+// output-gradient rows a row reads are the block's, and its threads cover
+// the row's (column, word) pairs, the word fastest, so that stores and loads
+// coalesce. Only the taps that hit are visited: at dilation 1 the taps of an
+// axis that read position p are i = (p + pad) mod s, then every s-th, their
+// outputs one apart (at stride 2 a 5x5 window has 1 to 4 of its 25 taps per
+// pixel, and walking all of them cost more than the loads). The taps' values
+// come from a tap-major copy of the weight in opmath (`taps`: kh*kw rows of
+// C), one word a tap from L1, where the weight's own layout takes V
+// scattered loads. The direct kernel, spending its time on those walks,
+// divisions and loads, moved 2-20% of the copy bandwidth's bytes at stride 2.
+struct HitTaps {
+  int tap, out;  // the first tap that reads the position, and the output it writes
+  __device__ __forceinline__ HitTaps(int pos_plus_pad, int stride)
+      : tap(pos_plus_pad % stride), out(pos_plus_pad / stride) {}
+};
+
+template <typename scalar_t, bool kUnitDilation>
+__global__ void __launch_bounds__(kThreads)
+    row_input_grad_kernel(const scalar_t* __restrict__ gout, const at::opmath_type<scalar_t>* __restrict__ taps,
+                          scalar_t* __restrict__ gin, Geometry g, int words) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  constexpr int V = gather_lanes<scalar_t>();
+  const int idx = blockIdx.x * kThreads + threadIdx.x;
+  if (idx >= g.src_w * words) return;
+  const int word = idx % words, x = idx / words;
+  const int64_t C = g.src_c;
+  const int out_h = static_cast<int>(g.dst_h), out_w = static_cast<int>(g.dst_w);
+  const HitTaps col0(x + g.pw, g.sw);
+  const auto accumulate = [&](opmath_t (&acc)[V], const scalar_t* grow, int tap_row, int j, int q) {
+    opmath_t v[V];
+    load_lanes<scalar_t, V>(grow + q * C, v);
+    const auto* tap = reinterpret_cast<const launch::Pack<opmath_t, V>*>(taps + (tap_row + j) * C + word * V);
+    const auto t = *tap;
+#pragma unroll
+    for (int k = 0; k < V; ++k) acc[k] += t.v[k] * v[k];
+  };
+  for (int64_t row = blockIdx.y; row < g.batch * g.src_h; row += gridDim.y) {
+    const int64_t n = row / g.src_h;
+    const int y = static_cast<int>(row - n * g.src_h);
+    opmath_t acc[V] = {}, zero[V] = {};
+    if constexpr (kUnitDilation) {
+      const HitTaps row0(y + g.ph, g.sh);
+      for (int i = row0.tap, qy = row0.out; i < g.kh && qy >= 0; i += g.sh, --qy) {
+        if (qy >= out_h) continue;
+        const scalar_t* grow = gout + (n * out_h + qy) * out_w * C + word * V;
+        for (int j = col0.tap, qx = col0.out; j < g.kw && qx >= 0; j += g.sw, --qx) {
+          if (qx < out_w) accumulate(acc, grow, i * g.kw, j, qx);
+        }
+      }
+    } else {
+      TapWalk rows(y + g.ph, g.sh, g.dh);
+      for (int i = 0; i < g.kh && !rows.past(); ++i, rows.next()) {
+        if (!rows.hits(out_h)) continue;
+        const scalar_t* grow = gout + (n * out_h + rows.q) * out_w * C + word * V;
+        TapWalk cols(x + g.pw, g.sw, g.dw);
+        for (int j = 0; j < g.kw && !cols.past(); ++j, cols.next()) {
+          if (cols.hits(out_w)) accumulate(acc, grow, i * g.kw, j, cols.q);
+        }
+      }
+    }
+    store_lanes<scalar_t, V>(gin + (row * g.src_w + x) * C + word * V, acc, zero, V, true);
+  }
+}
+
 // The tensor-core kernel (half types, windows up to 9x9 at unit stride), then
 // the column kernels (3x3 windows), over these buffers, where they take g;
 // false: neither ran.
@@ -590,6 +658,22 @@ void input_grad(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& grad_in
       const int64_t total = grad_input.numel() / p.s.C * ceil_div(p.s.C, V);
       const bool vec = f.m == 1 && p.s.C % V == 0 && launch::aligned(g, V * sizeof(scalar_t)) &&
                        launch::aligned(gin, V * sizeof(scalar_t));
+      if (vec && f.src_w * (p.s.C / V) <= std::numeric_limits<int32_t>::max()) {
+        using opmath_t = at::opmath_type<scalar_t>;
+        // (C, 1, kh, kw) -> (kh*kw, C) in opmath: a tap's channels as one word. A new tensor, so that its
+        // words are aligned (a view of the weight's storage may not be: one tap, an offset weight).
+        const at::Tensor taps = at::empty({f.kh * f.kw, p.s.C}, p.weight.options().dtype(
+                                              at::toOpMathType(p.x.scalar_type())));
+        taps.copy_(p.weight.reshape({p.s.C, f.kh * f.kw}).t());
+        const int words = static_cast<int>(p.s.C / V);
+        const dim3 grid(static_cast<unsigned>(ceil_div(f.src_w * words, kThreads)),
+                        static_cast<unsigned>(std::min<int64_t>(f.batch * f.src_h, 65535)));
+        const auto kernel = f.dh == 1 && f.dw == 1 ? row_input_grad_kernel<scalar_t, true>
+                                                   : row_input_grad_kernel<scalar_t, false>;
+        kernel<<<grid, kThreads, 0, stream>>>(g, taps.const_data_ptr<opmath_t>(), gin, f, words);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        return;
+      }
       launch::with_index_type(std::max(grad_input.numel(), bp.gout.numel()), [&](auto index) {
         using index_t = decltype(index);
         direct_input_grad_kernel<scalar_t, index_t><<<grid_for(ceil_div(total, kThreads)), kThreads, 0, stream>>>(
