@@ -23,6 +23,10 @@ export CUSTOMOPS_LIBRARY="$ASAN_BUILD/libcustomops.so" CUSTOMOPS_BUILD_DIR="$ASA
 # The build holds the DEFAULT kernels alone, the ones of processors without AVX2 (and of ARM): ATen takes its
 # own DEFAULT kernels too, so that both the library's dispatch and ATen's agree, and that path runs somewhere.
 export ATEN_CPU_CAPABILITY=default
+# That also makes Inductor generate scalar code, but its caches do not key on it: a graph compiled and cached
+# vectorised by an earlier run on this machine came back as source using at::vec, built without it (a C++
+# compile error in test_autocast). Its own cache directory keeps the two apart.
+export TORCHINDUCTOR_CACHE_DIR="$ASAN_BUILD/inductor-cache"
 
 status=0
 # The test programs link the ASan runtime themselves. The install test is left out: it builds a separate,
