@@ -23,6 +23,26 @@ void filter_row(const opmath_t* in, const opmath_t* taps, int64_t K, int64_t L, 
   }
 }
 
+// The filter over every (b, c) row of `in` (rows x L) into `out`: the forward
+// (taps weight[c], K-1 zeros before each row, bias) or, with kReverse, the
+// input gradient (taps reversed, K-1 zeros after each row, no bias).
+template <bool kReverse, typename scalar_t>
+void filter_rows(const scalar_t* in, const scalar_t* weight, const scalar_t* bias, scalar_t* out, int64_t rows,
+                 int64_t C, int64_t L, int64_t K) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  at::parallel_for(0, rows, grain(L * K), [&](int64_t begin, int64_t end) {
+    // The row in opmath beside its K-1 zeros (the steps before t = 0, or after the last), and the sums.
+    std::vector<opmath_t> row(L + K - 1, opmath_t(0)), acc(L), taps(K);
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t c = r % C;
+      for (int64_t j = 0; j < K; ++j) taps[j] = static_cast<opmath_t>(weight[c * K + (kReverse ? K - 1 - j : j)]);
+      std::copy(in + r * L, in + (r + 1) * L, row.begin() + (kReverse ? 0 : K - 1));
+      filter_row(row.data(), taps.data(), K, L, bias ? static_cast<opmath_t>(bias[c]) : opmath_t(0), acc.data());
+      std::copy(acc.begin(), acc.end(), out + r * L);
+    }
+  });
+}
+
 } // namespace
 
 at::Tensor causal_conv1d(const at::Tensor& x_in, const at::Tensor& weight_in, const std::optional<at::Tensor>& bias) {
@@ -30,22 +50,9 @@ at::Tensor causal_conv1d(const at::Tensor& x_in, const at::Tensor& weight_in, co
   const int64_t C = plan.C, L = plan.L, K = plan.K;
   if (plan.out.numel() == 0) return plan.out;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.x.scalar_type(), "causal_conv1d_cpu", [&] {
-    using opmath_t = at::opmath_type<scalar_t>;
-    const scalar_t* x = plan.x.const_data_ptr<scalar_t>();
-    const scalar_t* w = plan.weight.const_data_ptr<scalar_t>();
-    const scalar_t* b = plan.bias.defined() ? plan.bias.const_data_ptr<scalar_t>() : nullptr;
-    scalar_t* y = plan.out.data_ptr<scalar_t>();
-    at::parallel_for(0, plan.B * C, grain(L * K), [&](int64_t begin, int64_t end) {
-      // The row in opmath after K-1 zeros (the steps before t = 0), and the sums.
-      std::vector<opmath_t> row(L + K - 1, opmath_t(0)), acc(L), taps(K);
-      for (int64_t r = begin; r < end; ++r) {
-        const int64_t c = r % C;
-        for (int64_t j = 0; j < K; ++j) taps[j] = static_cast<opmath_t>(w[c * K + j]);
-        std::copy(x + r * L, x + (r + 1) * L, row.begin() + (K - 1));
-        filter_row(row.data(), taps.data(), K, L, b ? static_cast<opmath_t>(b[c]) : opmath_t(0), acc.data());
-        std::copy(acc.begin(), acc.end(), y + r * L);
-      }
-    });
+    filter_rows<false>(plan.x.const_data_ptr<scalar_t>(), plan.weight.const_data_ptr<scalar_t>(),
+                       plan.bias.defined() ? plan.bias.const_data_ptr<scalar_t>() : nullptr,
+                       plan.out.data_ptr<scalar_t>(), plan.B * C, C, L, K);
   });
   return plan.out;
 }
@@ -62,17 +69,7 @@ causal_conv1d_impl::Grads causal_conv1d_backward(const at::Tensor& grad_in, cons
     const scalar_t* w = plan.weight.const_data_ptr<scalar_t>();
     if (gx.defined() && gx.numel() > 0) {
       // dx[t] = sum_j weight[K-1-j] * g[t + j]: the filter with its taps reversed, over g and K-1 zeros after it.
-      scalar_t* dx = gx.data_ptr<scalar_t>();
-      at::parallel_for(0, B * C, grain(L * K), [&](int64_t begin, int64_t end) {
-        std::vector<opmath_t> row(L + K - 1, opmath_t(0)), acc(L), taps(K);
-        for (int64_t r = begin; r < end; ++r) {
-          const int64_t c = r % C;
-          for (int64_t j = 0; j < K; ++j) taps[j] = static_cast<opmath_t>(w[c * K + K - 1 - j]);
-          std::copy(g + r * L, g + (r + 1) * L, row.begin());
-          filter_row(row.data(), taps.data(), K, L, opmath_t(0), acc.data());
-          std::copy(acc.begin(), acc.end(), dx + r * L);
-        }
-      });
+      filter_rows<true>(g, w, static_cast<const scalar_t*>(nullptr), gx.data_ptr<scalar_t>(), B * C, C, L, K);
     }
     if (!gw.defined() && !gb.defined()) return;
     // dweight[c, k] = sum_{b,t} g[b, c, t] * x[b, c, t - (K-1) + k] and dbias[c] = sum_{b,t} g[b, c, t]: a
