@@ -127,3 +127,50 @@ def add(total: Optional[torch.Tensor], term: Optional[torch.Tensor]) -> Optional
 
 def mask_of(ctx, count: int) -> Sequence[bool]:
     return [bool(ctx.needs_input_grad[i]) for i in range(count)]
+
+
+# The rules of convolution-shaped ops (conv2d, depthwise_conv2d, causal_conv1d): y = conv(x, w) + b is linear in
+# each of x, w and b, and its backward op (gx, gw, gb) = (Gx(g, w), Gw(g, x), sum(g)) is bilinear, with Gx and Gw
+# the adjoints of the convolution in x and in w. `forward(x, w, b)` and `backward(g, x, w, mask)` call the op pair
+# (the window arguments bound); `spatial` counts the dimensions after the channels, over which a bias broadcasts.
+
+def _broadcast_bias(b: torch.Tensor, shape, spatial: int) -> torch.Tensor:
+    return b.view(-1, *([1] * spatial)).expand(shape)
+
+
+def conv_tangent(forward: Callable, x, w, tx, tw, tb, out_shape, spatial: int) -> torch.Tensor:
+    """The forward op's tangent: conv(tx, w) + conv(x, tw) + tb."""
+    out = None if tx is None else forward(tx, w, tb)
+    out = add(out, None if tw is None else forward(x, tw, None if tx is not None else tb))
+    return out if out is not None else _broadcast_bias(tb, out_shape, spatial)  # only the bias moves
+
+
+def conv_backward_grads(forward: Callable, backward: Callable, need: Sequence[bool], g, x, w, ggx, ggw, ggb,
+                        spatial: int):
+    """The backward op's gradients for upstream gradients ggx, ggw, ggb (of gx, gw, gb):
+    d g = conv(ggx, w) + conv(x, ggw) + ggb,  d x = Gx(g, ggw),  d w = Gw(g, ggx)."""
+    dg = dx = dw = None
+    if need[0]:
+        if ggx is not None:
+            dg = forward(ggx, w, ggb)
+        elif ggb is not None:
+            dg = _broadcast_bias(ggb, g.shape, spatial)
+        dg = add(dg, None if ggw is None else forward(x, ggw, None))
+    if need[1] and ggw is not None:
+        dx = backward(g, x, ggw, (True, False, False))[0]
+    if need[2] and ggx is not None:
+        dw = backward(g, ggx, w, (False, True, False))[1]
+    return dg, dx, dw
+
+
+def conv_backward_tangents(backward: Callable, mask: Sequence[bool], g, x, w, tg, tx, tw):
+    """The backward op's tangents, bilinear: t(gx) = Gx(tg, w) + Gx(g, tw), t(gw) = Gw(tg, x) + Gw(g, tx),
+    t(gb) = sum(tg); a gradient the mask asks for whose inputs have no tangent does not move (zeros)."""
+    mask = list(mask)
+    tgx, tgw, tgb = backward(tg, x, w, mask) if tg is not None else (None, None, None)
+    if mask[0] and tw is not None:
+        tgx = add(tgx, backward(g, x, tw, (True, False, False))[0])
+    if mask[1] and tx is not None:
+        tgw = add(tgw, backward(g, tx, w, (False, True, False))[1])
+    zeros = (torch.zeros_like(x), torch.zeros_like(w), g.new_zeros(w.shape[0]))
+    return tuple(None if not m else (t if t is not None else z) for m, t, z in zip(mask, (tgx, tgw, tgb), zeros))

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import torch
 
-from ._common import add, batch_first, below_autograd, mask_of, ops, register
+from ._common import (batch_first, below_autograd, conv_backward_grads, conv_backward_tangents, conv_tangent,
+                      mask_of, ops, register)
 
 
 def _to_channels(t):
@@ -53,9 +54,7 @@ class CausalConv1d(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, tx, tw, tb):
         x, weight = ctx.saved_tensors
-        out = None if tx is None else ops.causal_conv1d(tx, weight, tb)
-        out = add(out, None if tw is None else ops.causal_conv1d(x, tw, None if tx is not None else tb))
-        return out if out is not None else tb.view(1, -1, 1).expand(x.shape)  # only the bias moves
+        return conv_tangent(ops.causal_conv1d, x, weight, tx, tw, tb, x.shape, 1)
 
     @staticmethod
     def vmap(info, in_dims, x, weight, bias):
@@ -83,38 +82,18 @@ class CausalConv1dBackward(torch.autograd.Function):
         ctx.save_for_forward(*inputs[:3])
         ctx.set_materialize_grads(False)
 
-    # (gx, gw, gb) = (Gx(g, w), Gw(g, x), sum(g)); for upstream gradients ggx, ggw, ggb:
-    #   d g = filter(ggx, w) + filter(x, ggw) + ggb,  d x = Gx(g, ggw),  d w = Gw(g, ggx).
+    # Bilinear (registration/causal_conv1d.cpp): its gradient and tangent are the op and the backward op.
     @staticmethod
     def backward(ctx, ggx, ggw, ggb):
         g, x, weight = ctx.saved_tensors
-        need_g, need_x, need_w = mask_of(ctx, 3)
-        dg = dx = dw = None
-        if need_g:
-            if ggx is not None:
-                dg = ops.causal_conv1d(ggx, weight, ggb)
-            elif ggb is not None:
-                dg = ggb.view(1, -1, 1).expand(g.shape)
-            dg = add(dg, None if ggw is None else ops.causal_conv1d(x, ggw, None))
-        if need_x and ggw is not None:
-            dx = ops.causal_conv1d_backward(g, x, ggw, [True, False, False])[0]
-        if need_w and ggx is not None:
-            dw = ops.causal_conv1d_backward(g, ggx, weight, [False, True, False])[1]
-        return dg, dx, dw, None
+        grads = conv_backward_grads(ops.causal_conv1d, ops.causal_conv1d_backward, mask_of(ctx, 3), g, x, weight,
+                                    ggx, ggw, ggb, 1)
+        return (*grads, None)
 
-    # Bilinear: t(gx) = Gx(tg, w) + Gx(g, tw), t(gw) = Gw(tg, x) + Gw(g, tx), t(gb) = sum(tg).
     @staticmethod
     def jvp(ctx, tg, tx, tw, _):
         g, x, weight = ctx.saved_tensors
-        mask = list(ctx.mask)
-        tgx, tgw, tgb = ops.causal_conv1d_backward(tg, x, weight, mask) if tg is not None else (None, None, None)
-        if mask[0] and tw is not None:
-            tgx = add(tgx, ops.causal_conv1d_backward(g, x, tw, [True, False, False])[0])
-        if mask[1] and tx is not None:
-            tgw = add(tgw, ops.causal_conv1d_backward(g, tx, weight, [False, True, False])[1])
-        # A gradient the mask asks for whose inputs have no tangent does not move.
-        zeros = (torch.zeros_like(x), torch.zeros_like(weight), g.new_zeros(weight.shape[0]))
-        return tuple(None if not m else (t if t is not None else z) for m, t, z in zip(mask, (tgx, tgw, tgb), zeros))
+        return conv_backward_tangents(ops.causal_conv1d_backward, ctx.mask, g, x, weight, tg, tx, tw)
 
     @staticmethod
     def vmap(info, in_dims, g, x, weight, mask):

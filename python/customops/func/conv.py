@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import torch
 
-from ._common import add, batch_first, below_autograd, mask_of, ops, register
+from ._common import (batch_first, below_autograd, conv_backward_grads, conv_backward_tangents, conv_tangent,
+                      mask_of, ops, register)
 
 
 class _Conv:
@@ -36,6 +37,14 @@ class _Conv:
         if not self.has_groups:
             return params
         return (*params[:3], params[3] * groups)
+
+
+def _bound_forward(conv: _Conv, params):
+    return lambda x, w, b: conv.forward(x, w, b, params)
+
+
+def _bound_backward(conv: _Conv, params):
+    return lambda g, x, w, mask: conv.backward(g, x, w, params, mask)
 
 
 def _as_grouped(t, unbatched):
@@ -76,9 +85,7 @@ def _make_functions(conv: _Conv, prefix: str):
         @staticmethod
         def jvp(ctx, tx, tw, tb, *_):
             x, w = ctx.saved_tensors
-            out = None if tx is None else conv.forward(tx, w, tb, ctx.params)
-            out = add(out, None if tw is None else conv.forward(x, tw, None if tx is not None else tb, ctx.params))
-            return out if out is not None else tb.view(-1, 1, 1).expand(ctx.out_shape)  # only the bias moves
+            return conv_tangent(_bound_forward(conv, ctx.params), x, w, tx, tw, tb, ctx.out_shape, 2)
 
         @staticmethod
         def vmap(info, in_dims, x, w, b, *params):
@@ -110,41 +117,18 @@ def _make_functions(conv: _Conv, prefix: str):
             ctx.save_for_forward(*inputs[:3])
             ctx.set_materialize_grads(False)
 
-        # (gx, gw, gb) = (Gx(g, w), Gw(g, x), sum(g)), Gx and Gw the adjoints of
-        # the convolution in x and in w (registration/conv2d.cpp). For upstream
-        # gradients ggx, ggw, ggb:
-        #   d g = conv(ggx, w) + conv(x, ggw) + ggb,  d x = Gx(g, ggw),  d w = Gw(g, ggx).
+        # Bilinear (registration/conv2d.cpp): its gradient and tangent are convolutions and backward ops.
         @staticmethod
         def backward(ctx, ggx, ggw, ggb):
             g, x, w = ctx.saved_tensors
-            need_g, need_x, need_w = mask_of(ctx, 3)
-            dg = dx = dw = None
-            if need_g:
-                if ggx is not None:
-                    dg = conv.forward(ggx, w, ggb, ctx.params)
-                elif ggb is not None:
-                    dg = ggb.view(-1, 1, 1).expand(g.shape)
-                dg = add(dg, None if ggw is None else conv.forward(x, ggw, None, ctx.params))
-            if need_x and ggw is not None:
-                dx = conv.backward(g, x, ggw, ctx.params, (True, False, False))[0]
-            if need_w and ggx is not None:
-                dw = conv.backward(g, ggx, w, ctx.params, (False, True, False))[1]
-            return (dg, dx, dw, *(None for _ in ctx.params), None)
+            grads = conv_backward_grads(_bound_forward(conv, ctx.params), _bound_backward(conv, ctx.params),
+                                        mask_of(ctx, 3), g, x, w, ggx, ggw, ggb, 2)
+            return (*grads, *(None for _ in ctx.params), None)
 
-        # Bilinear: t(gx) = Gx(tg, w) + Gx(g, tw), t(gw) = Gw(tg, x) + Gw(g, tx), t(gb) = sum(tg).
         @staticmethod
         def jvp(ctx, tg, tx, tw, *_):
             g, x, w = ctx.saved_tensors
-            mask = list(ctx.mask)
-            tgx, tgw, tgb = conv.backward(tg, x, w, ctx.params, mask) if tg is not None else (None, None, None)
-            if mask[0] and tw is not None:
-                tgx = add(tgx, conv.backward(g, x, tw, ctx.params, (True, False, False))[0])
-            if mask[1] and tx is not None:
-                tgw = add(tgw, conv.backward(g, tx, w, ctx.params, (False, True, False))[1])
-            # A gradient the mask asks for whose inputs have no tangent does not move.
-            zeros = (torch.zeros_like(x), torch.zeros_like(w), g.new_zeros(w.shape[0]))
-            return tuple(None if not m else (t if t is not None else z)
-                         for m, t, z in zip(mask, (tgx, tgw, tgb), zeros))
+            return conv_backward_tangents(_bound_backward(conv, ctx.params), ctx.mask, g, x, w, tg, tx, tw)
 
         @staticmethod
         def vmap(info, in_dims, g, x, w, *params_and_mask):
