@@ -175,25 +175,25 @@ struct Plan {
   }
 };
 
-inline Plan plan_forward(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode) {
-  const char* op = "upsample_bilinear2d";
+// The plan of op resizing `t` (argument `arg`) to `size` (argument `size_arg`), its arguments checked.
+inline Plan checked_plan(const char* op, const char* arg, const at::Tensor& t, const char* size_arg,
+                         at::IntArrayRef size, c10::string_view mode) {
   const Mode m = parse_mode(op, mode);
-  check_input(op, "input", input);
-  check_size<int64_t>(op, "output_size", output_size);
-  check_result<int64_t>(op, "output_size", input, output_size);
-  return Plan::make(input, output_size[0], output_size[1], m);
+  check_input(op, arg, t);
+  check_size<int64_t>(op, size_arg, size);
+  check_result<int64_t>(op, size_arg, t, size);
+  return Plan::make(t, size[0], size[1], m);
+}
+
+inline Plan plan_forward(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode) {
+  return checked_plan("upsample_bilinear2d", "input", input, "output_size", output_size, mode);
 }
 
 // grad_out (N, C, out_h, out_w) -> grad_in (N, C, input_size). The plan's
 // input is grad_out and its output grad_in, but its sizes keep the forward's
 // names: in_* are grad_in's, out_* grad_out's.
 inline Plan plan_backward(const at::Tensor& grad_out, at::IntArrayRef input_size, c10::string_view mode) {
-  const char* op = "upsample_bilinear2d_backward";
-  const Mode m = parse_mode(op, mode);
-  check_input(op, "grad_out", grad_out);
-  check_size<int64_t>(op, "input_size", input_size);
-  check_result<int64_t>(op, "input_size", grad_out, input_size);
-  Plan p = Plan::make(grad_out, input_size[0], input_size[1], m);
+  Plan p = checked_plan("upsample_bilinear2d_backward", "grad_out", grad_out, "input_size", input_size, mode);
   std::swap(p.in_h, p.out_h);
   std::swap(p.in_w, p.out_w);
   return p;
