@@ -6,6 +6,7 @@
 
 #include "kernels/causal_conv1d.h"
 #include "registration/autocast.h"
+#include "registration/conv_grads.h"
 
 namespace customops {
 namespace {
@@ -33,11 +34,8 @@ class CausalConv1dFunction : public torch::autograd::Function<CausalConv1dFuncti
   }
 };
 
-// The backward op is bilinear: (gx, gw, gb) = (Gx(g, w), Gw(g, x), sum(g)),
-// with Gx and Gw the adjoints of the filter in x and in w. Its derivatives for
-// upstream gradients (ggx, ggw, ggb) are the filter and the backward op again:
-//   d g = filter(ggx, w) + filter(x, ggw) + ggb,  d x = Gx(g, ggw),  d w = Gw(g, ggx),
-// so gradients of any order are these ops, differentiable in turn.
+// The backward op is bilinear; its derivatives are the op and the backward op
+// again (registration/conv_grads.h).
 class CausalConv1dBackwardFunction : public torch::autograd::Function<CausalConv1dBackwardFunction> {
  public:
   static variable_list forward(AutogradContext* ctx, const at::Tensor& g, const at::Tensor& x,
@@ -61,23 +59,15 @@ class CausalConv1dBackwardFunction : public torch::autograd::Function<CausalConv
     for (size_t k = 0, next = 0; k < 3; ++k) {
       if (mask[k]) gg[k] = grads[next++];
     }
-    const auto &ggx = gg[0], &ggw = gg[1], &ggb = gg[2];
-    at::Tensor dg, dx, dw;
-    auto add = [](at::Tensor& acc, const at::Tensor& term) { acc = acc.defined() ? acc + term : term; };
-    if (ctx->needs_input_grad(0)) {
-      if (ggx.defined()) {
-        add(dg, causal_conv1d(ggx, w, ggb.defined() ? std::optional<at::Tensor>(ggb) : std::nullopt));
-      } else if (ggb.defined()) {
-        dg = ggb.view({1, -1, 1}).expand(g.sizes()).contiguous();
-      }
-      if (ggw.defined()) add(dg, causal_conv1d(x, ggw));
-    }
-    if (ctx->needs_input_grad(1) && ggw.defined()) {
-      dx = std::get<0>(causal_conv1d_backward(g, x, ggw, {true, false, false}));
-    }
-    if (ctx->needs_input_grad(2) && ggx.defined()) {
-      dw = std::get<1>(causal_conv1d_backward(g, ggx, w, {false, true, false}));
-    }
+    const auto filter = [](const at::Tensor& x_, const at::Tensor& w_, const std::optional<at::Tensor>& b_) {
+      return causal_conv1d(x_, w_, b_);
+    };
+    const auto adjoints = [](const at::Tensor& g_, const at::Tensor& x_, const at::Tensor& w_, Mask m) {
+      return causal_conv1d_backward(g_, x_, w_, m);
+    };
+    const auto [dg, dx, dw] = conv_backward_grads(
+        filter, adjoints, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)}, g, x, w,
+        gg[0], gg[1], gg[2], 1);
     return {dg, dx, dw, {}};
   }
 

@@ -9,6 +9,7 @@
 
 #include "kernels/conv2d.h"
 #include "registration/autocast.h"
+#include "registration/conv_grads.h"
 
 namespace customops {
 namespace {
@@ -79,11 +80,8 @@ class ConvFunction : public torch::autograd::Function<ConvFunction<Ops>> {
   }
 };
 
-// The backward op is bilinear: (gx, gw, gb) = (Gx(g, w), Gw(g, x), sum(g)), with
-// Gx and Gw the adjoints of the convolution in x and in w. Its derivatives are
-// therefore convolutions and backward ops again:
-//   d g = conv(ggx, w) + conv(x, ggw) + ggb,  d x = Gx(g, ggw),  d w = Gw(g, ggx).
-// Autograd Functions cannot return undefined tensors, so this one returns only
+// The backward op is bilinear; its derivatives are convolutions and backward
+// ops again (registration/conv_grads.h). Autograd Functions cannot return undefined tensors, so this one returns only
 // the gradients output_mask asks for; apply() puts them back in their places.
 template <typename Ops>
 class ConvBackwardFunction : public torch::autograd::Function<ConvBackwardFunction<Ops>> {
@@ -112,26 +110,15 @@ class ConvBackwardFunction : public torch::autograd::Function<ConvBackwardFuncti
     for (size_t k = 0, next = 0; k < 3; ++k) {
       if (mask[k]) gg[k] = grads[next++];
     }
-    const auto &ggx = gg[0], &ggw = gg[1], &ggb = gg[2];
-    at::Tensor dg, dx, dw;
-    if (ctx->needs_input_grad(0)) {
-      if (ggx.defined()) {
-        dg = Ops::forward(ggx, w, ggb.defined() ? std::optional<at::Tensor>(ggb) : std::nullopt, q.s, q.p, q.d,
-                          q.groups);
-      } else if (ggb.defined()) {
-        dg = ggb.view({-1, 1, 1}).expand(g.sizes()).contiguous();
-      }
-      if (ggw.defined()) {
-        const auto term = Ops::forward(x, ggw, std::nullopt, q.s, q.p, q.d, q.groups);
-        dg = dg.defined() ? dg + term : term;
-      }
-    }
-    if (ctx->needs_input_grad(1) && ggw.defined()) {
-      dx = std::get<0>(Ops::backward(g, x, ggw, q.s, q.p, q.d, q.groups, {true, false, false}));
-    }
-    if (ctx->needs_input_grad(2) && ggx.defined()) {
-      dw = std::get<1>(Ops::backward(g, ggx, w, q.s, q.p, q.d, q.groups, {false, true, false}));
-    }
+    const auto convolve = [&](const at::Tensor& x_, const at::Tensor& w_, const std::optional<at::Tensor>& b_) {
+      return Ops::forward(x_, w_, b_, q.s, q.p, q.d, q.groups);
+    };
+    const auto adjoints = [&](const at::Tensor& g_, const at::Tensor& x_, const at::Tensor& w_, Mask m) {
+      return Ops::backward(g_, x_, w_, q.s, q.p, q.d, q.groups, m);
+    };
+    const auto [dg, dx, dw] = conv_backward_grads(
+        convolve, adjoints, {ctx->needs_input_grad(0), ctx->needs_input_grad(1), ctx->needs_input_grad(2)}, g, x, w,
+        gg[0], gg[1], gg[2], 2);
     return {dg, dx, dw, {}, {}, {}, {}, {}};
   }
 
