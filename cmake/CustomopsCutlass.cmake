@@ -66,7 +66,7 @@ if(CUSTOMOPS_HAVE_CUDA)
   endforeach()
 endif()
 
-# What the library holds, for its runtime check of each GPU (kernels/cuda/common/device_guard.cu) and
+# What the library holds, for its runtime check of each GPU (kernels/cuda/common/device_guard.cpp) and
 # customops.build_info(): "80,86,90" machine code, "120" PTX. An arch-specific target (9.0a) counts as its
 # architecture: no other GPU shares its major and a lower minor.
 set(CUSTOMOPS_CUDA_SASS "")

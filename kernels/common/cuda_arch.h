@@ -1,6 +1,6 @@
 // Whether a GPU can run the CUDA kernels of this build, decided from what the build holds (SASS per
 // architecture, PTX) and what the device and driver are. Plain C++: the CUDA side (kernels/cuda/common/
-// device_guard.cu) asks the device, the C++ tests feed it made-up devices.
+// device_guard.cpp) asks the device, the C++ tests feed it made-up devices.
 #pragma once
 
 #include <string>

@@ -185,11 +185,15 @@ def test_pypi_compiler_builds_a_cuda_source_with_no_system_toolkit(tmp_path):
     info = json.loads((build / "build_info.json").read_text())
     assert info["cuda_compiler"] == "pypi" and info["cuda_version"].startswith(torch.version.cuda + ".")
     assert info["cuda_sass"] == [90] and info["cuda_ptx"] == []
-    source = "kernels/cuda/common/device_guard.cu.o"
-    target = f"CMakeFiles/customops.dir/{source}" if (build / "build.ninja").exists() else source
-    done = subprocess.run(["cmake", "--build", str(build), "--target", target], capture_output=True, text=True, env=env)
+    # A kernel source (nvcc) and a host source of the CUDA build (the C++ compiler, with the toolkit's headers).
+    objects = ["kernels/cuda/common/memory_format.cu.o", "kernels/cuda/common/device_guard.cpp.o"]
+    ninja = (build / "build.ninja").exists()
+    targets = [f"CMakeFiles/customops.dir/{o}" if ninja else o for o in objects]
+    done = subprocess.run(["cmake", "--build", str(build), "--target", *targets], capture_output=True, text=True,
+                          env=env)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert list(build.rglob("device_guard.cu.o")), "no object was compiled"
+    for o in objects:
+        assert list(build.rglob(o.rsplit("/", 1)[1])), f"{o} was not compiled"
 
 
 @pytest.mark.skipif(not torch.version.cuda, reason="the architectures of a CUDA build")

@@ -1,4 +1,4 @@
-// customops' own depthwise kernels, behind the per-pass choice of choice.cu.
+// customops' own depthwise kernels, behind the per-pass choice of choice.cpp.
 #pragma once
 
 #include <ATen/core/Tensor.h>
