@@ -1,6 +1,6 @@
 # Compiles the CPU kernels once per instruction set and links every variant into
 # <target>. Each variant defines its kernels in namespace
-# customops::cpu::<CPU_CAPABILITY>; registration/cpu.cpp picks one at load time
+# customops::cpu::<CPU_CAPABILITY>; kernels/common/cpu_capability.h picks one at load time
 # from ATen's own CPU-capability detection (so ATEN_CPU_CAPABILITY=default also
 # applies to customops). CPU_CAPABILITY also names at::vec's inline namespace,
 # which keeps the two builds of its templates apart.
