@@ -1,12 +1,13 @@
-"""python -m customops.benchmark.depthwise_passes: depthwise_conv2d's channels_last kernels per pass against cuDNN.
+"""python -m customops.benchmark.depthwise_passes: depthwise_conv2d's kernels per pass against cuDNN.
 
     python -m customops.benchmark.depthwise_passes [--only WORD] [--zoo [--batch N]] [--dtype bfloat16 ...]
+        [--layout nchw]
 
 The cases: MobileNetV2's 3x3 depthwise layer shapes (batch 128) and ConvNeXt-T's 7x7 ones (batch 64), or with
 --zoo every distinct depthwise layer shape (channels, plane, kernel, stride, padding, dilation; the bias left out)
 of the model zoo's timm models (customops.benchmark.zoo) at its batch (128, --batch to change) and a 224x224
-input, named "<model> <C>ch<H> k<k> s<stride>" after the first model that has it. Each runs channels_last, in
-float32, float16 and bfloat16: the forward, the input gradient (dgrad) and the weight gradient (wgrad) of
+input, named "<model> <C>ch<H> k<k> s<stride>" after the first model that has it. Each runs channels_last
+(`--layout nchw`: contiguous), in float32, float16 and bfloat16: the forward, the input gradient (dgrad) and the weight gradient (wgrad) of
 customops as it runs (3x3: the column kernels; half types' 7x7 forward and input gradient: the tensor-core kernel),
 with CUSTOMOPS_DEPTHWISE_ALGO=rows (the row-streaming kernels), and cuDNN's (F.conv2d /
 aten.convolution_backward), each as GPU time per call with the calls queued back to back, so no launch gap is
@@ -31,6 +32,7 @@ from .timing import copy_bandwidth, queued_pass_ms
 PASSES = ("fwd", "dgrad", "wgrad")
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ZOO_BATCH, ZOO_SIZE = 128, 224  # customops.benchmark.zoo's batch on CUDA and input size
+LAYOUTS = {"channels_last": torch.channels_last, "nchw": torch.contiguous_format}
 
 
 @dataclass(frozen=True)
@@ -116,10 +118,11 @@ def zoo_cases(models=zoo.TIMM_MODELS, batch: int = ZOO_BATCH, size: int = ZOO_SI
     return cases
 
 
-def time_case(case: Case, dt: torch.dtype, dev: torch.device) -> dict[str, tuple[float, float, float]]:
+def time_case(case: Case, dt: torch.dtype, dev: torch.device,
+              layout: torch.memory_format = torch.channels_last) -> dict[str, tuple[float, float, float]]:
     """Per pass: cuDNN's, ours' and ours with CUSTOMOPS_DEPTHWISE_ALGO=rows' ms."""
     C = case.C
-    x = torch.randn(case.N, C, case.H, case.W, device=dev, dtype=dt).to(memory_format=torch.channels_last)
+    x = torch.randn(case.N, C, case.H, case.W, device=dev, dtype=dt).to(memory_format=layout)
     w = torch.randn(C, 1, *case.kernel, device=dev, dtype=dt) / (case.kernel[0] * case.kernel[1]) ** 0.5
     win = (list(case.stride), list(case.padding), list(case.dilation))
     g = torch.randn_like(F.conv2d(x, w, None, case.stride, case.padding, case.dilation, C))
@@ -176,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=ZOO_BATCH, help=f"with --zoo (default {ZOO_BATCH})")
     parser.add_argument("--dtype", action="append", choices=[str(d)[6:] for d in DTYPES],
                         help="run this dtype only (repeatable; default: all three)")
+    parser.add_argument("--layout", choices=tuple(LAYOUTS), default="channels_last",
+                        help="the input's memory format (default channels_last)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         raise SystemExit("customops.benchmark.depthwise_passes needs a CUDA device")
@@ -186,13 +191,14 @@ def main(argv: list[str] | None = None) -> int:
     dev = torch.device("cuda")
     bandwidth = copy_bandwidth(dev, 256 << 20)
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, copy {bandwidth / 1e9:.0f} GB/s (read + write)"
-          + (f"; {len(cases)} zoo depthwise shapes, batch {args.batch}" if args.zoo else ""), flush=True)
+          + (f"; {len(cases)} zoo depthwise shapes, batch {args.batch}" if args.zoo else "")
+          + f"; {args.layout}", flush=True)
     width = max(len(c.name) for c in cases)
     summaries = []
     for dt in [getattr(torch, name) for name in args.dtype] if args.dtype else DTYPES:
         results = []
         for case in cases:
-            times = time_case(case, dt, dev)
+            times = time_case(case, dt, dev, LAYOUTS[args.layout])
             results.append((times, roofs(case, dt.itemsize, times, bandwidth)))
             print(row_text(f"{str(dt)[6:]:8s} {case.name:{width}s}", *results[-1]), flush=True)
         summaries.append(geomean_text(f"geomean {str(dt)[6:]:8s} ({len(results)} cases)", results))
