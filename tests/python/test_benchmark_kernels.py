@@ -47,10 +47,10 @@ def test_depthwise_passes_rows_and_geomean_show_the_roof_shares():
     from customops.benchmark.depthwise_passes import Case, geomean_text, roofs, row_text
 
     case = Case("c", 2, 3, 8, 8, (3, 3), (2, 2), (1, 1))  # 1014 bytes a pass in float16
-    times = {p: (2e-3, 1e-3, 4e-3) for p in ("fwd", "dgrad", "wgrad")}  # cuDNN, ours, rows ms
-    shares = roofs(case, 2, times, bandwidth=1014 / 1e-6 / 0.8)  # ours at 80% of the copy, cuDNN at 40%
-    assert shares["wgrad"] == pytest.approx((0.8, 0.4))
-    assert row_text("x", times, shares).count("(0.50) rows 0.0040 (2.00) roof 80%/40%") == 3
+    times = {p: (2e-3, 1e-3, 4e-3) for p in ("fwd", "dgrad", "wgrad")}  # cuDNN, ours, our kernels ms
+    shares = roofs(case, 2, times, bandwidth=1014 / 1e-6 / 0.8)  # ours at 80% of the copy, kernels 20, cuDNN 40
+    assert shares["wgrad"] == pytest.approx((0.8, 0.2, 0.4))
+    assert row_text("x", times, shares).count("(0.50) kernels 0.0040 (2.00) roof 80%/20%/40%") == 3
     faster = {p: (2e-3, 0.5e-3, 2e-3) for p in times}  # ours / cuDNN 0.25: the geomean with 0.5 is sqrt(0.125)
     text = geomean_text("g", [(times, shares), (faster, roofs(case, 2, faster, 1014 / 1e-6 / 0.8))])
-    assert text.startswith("g | fwd+dgrad+wgrad ours/cudnn 0.35 rows/cudnn 1.41 | fwd roof 113%/40%"), text
+    assert text.startswith("g | fwd+dgrad+wgrad ours/cudnn 0.35 kernels/cudnn 1.41 | fwd roof 113%/28%/40%"), text

@@ -7,15 +7,15 @@ The cases: MobileNetV2's 3x3 depthwise layer shapes (batch 128) and ConvNeXt-T's
 --zoo every distinct depthwise layer shape (channels, plane, kernel, stride, padding, dilation; the bias left out)
 of the model zoo's timm models (customops.benchmark.zoo) at its batch (128, --batch to change) and a 224x224
 input, named "<model> <C>ch<H> k<k> s<stride>" after the first model that has it. Each runs channels_last
-(`--layout nchw`: contiguous), in float32, float16 and bfloat16: the forward, the input gradient (dgrad) and the weight gradient (wgrad) of
-customops as it runs (3x3: the column kernels; half types' 7x7 forward and input gradient: the tensor-core kernel),
-with CUSTOMOPS_DEPTHWISE_ALGO=rows (the row-streaming kernels), and cuDNN's (F.conv2d /
-aten.convolution_backward), each as GPU time per call with the calls queued back to back, so no launch gap is
-counted. Per pass: `cudnn` ms, `ours` ms (ours / cuDNN), `rows` ms (rows / cuDNN), and `roof` ours%/cuDNN%: the
-pass's minimal bytes (pass_bytes: each tensor it must read or write once) over its time, as a share of a device
-copy's bandwidth measured in the same run (100%: the pass moves its bytes as fast as a copy, its memory roof).
-At the end, per dtype, the geomean over the cases of ours / cuDNN and rows / cuDNN for the three passes' summed
-time, and of each pass's roof shares. `--only WORD` keeps the cases whose name holds WORD, `--dtype` the dtypes
+(`--layout nchw`: contiguous), in float32, float16 and bfloat16: the forward, the input gradient (dgrad) and the
+weight gradient (wgrad) of customops as it runs (its per-shape choice between its kernels and PyTorch's, timed:
+cudnn.benchmark is on), of customops' own kernels (the op's policy forced to "customops", customops.backends), and
+cuDNN's (F.conv2d / aten.convolution_backward), each as GPU time per call with the calls queued back to back, so
+no launch gap is counted. Per pass: `cudnn` ms, `ours` ms (ours / cuDNN), `kernels` ms (kernels / cuDNN), and
+`roof` ours%/kernels%/cuDNN%: the pass's minimal bytes (pass_bytes: each tensor it must read or write once) over
+its time, as a share of a device copy's bandwidth measured in the same run (100%: the pass moves its bytes as
+fast as a copy, its memory roof). At the end, per dtype, the geomean over the cases of ours / cuDNN and kernels /
+cuDNN for the three passes' summed time, and of each pass's roof shares. `--only WORD` keeps the cases whose name holds WORD, `--dtype` the dtypes
 named."""
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .. import backends
 from . import zoo  # the parent package, customops, has registered torch.ops.customops
 from .timing import copy_bandwidth, queued_pass_ms
 
@@ -120,7 +121,7 @@ def zoo_cases(models=zoo.TIMM_MODELS, batch: int = ZOO_BATCH, size: int = ZOO_SI
 
 def time_case(case: Case, dt: torch.dtype, dev: torch.device,
               layout: torch.memory_format = torch.channels_last) -> dict[str, tuple[float, float, float]]:
-    """Per pass: cuDNN's, ours' and ours with CUSTOMOPS_DEPTHWISE_ALGO=rows' ms."""
+    """Per pass: cuDNN's, ours' (as it runs) and our kernels' (forced) ms."""
     C = case.C
     x = torch.randn(case.N, C, case.H, case.W, device=dev, dtype=dt).to(memory_format=layout)
     w = torch.randn(C, 1, *case.kernel, device=dev, dtype=dt) / (case.kernel[0] * case.kernel[1]) ** 0.5
@@ -135,40 +136,41 @@ def time_case(case: Case, dt: torch.dtype, dev: torch.device,
                    lambda: F.conv2d(x, w, None, case.stride, case.padding, case.dilation, C)),
            "dgrad": backward([True, False, False]),
            "wgrad": backward([False, True, False])}
-    return {p: queued_pass_ms(ours, cudnn, dev, "CUSTOMOPS_DEPTHWISE_ALGO", "rows")
+    return {p: queued_pass_ms(ours, cudnn, dev, lambda: backends.use("depthwise_conv2d", "customops"))
             for p, (ours, cudnn) in fns.items()}
 
 
-def roofs(case: Case, itemsize: int, times: dict, bandwidth: float) -> dict[str, tuple[float, float]]:
-    """Per pass: ours' and cuDNN's minimal bytes per second as a share of the copy bandwidth."""
+def roofs(case: Case, itemsize: int, times: dict, bandwidth: float) -> dict[str, tuple[float, float, float]]:
+    """Per pass: ours', our kernels' and cuDNN's minimal bytes per second as a share of the copy bandwidth."""
     out = {}
-    for p, (c, o, _) in times.items():
+    for p, (c, o, k) in times.items():
         nbytes = case_bytes(p, case, itemsize)
-        out[p] = (nbytes / (o * 1e-3) / bandwidth, nbytes / (c * 1e-3) / bandwidth)
+        out[p] = tuple(nbytes / (t * 1e-3) / bandwidth for t in (o, k, c))
     return out
 
 
 def row_text(label: str, times: dict, shares: dict) -> str:
     row = label
-    for p, (c, o, r) in times.items():
-        ro, rc = shares[p]
-        row += f" | {p} cudnn {c:.4f} ours {o:.4f} ({o / c:.2f}) rows {r:.4f} ({r / c:.2f}) roof {ro:.0%}/{rc:.0%}"
+    for p, (c, o, k) in times.items():
+        ro, rk, rc = shares[p]
+        row += (f" | {p} cudnn {c:.4f} ours {o:.4f} ({o / c:.2f}) kernels {k:.4f} ({k / c:.2f})"
+                f" roof {ro:.0%}/{rk:.0%}/{rc:.0%}")
     return row
 
 
 def geomean_text(label: str, results: list[tuple[dict, dict]]) -> str:
-    """The geomean over cases of the three passes' summed time, ours and rows over cuDNN's, and of each pass's
-    roof shares; results holds each case's (times, roofs)."""
+    """The geomean over cases of the three passes' summed time, ours and our kernels over cuDNN's, and of each
+    pass's roof shares; results holds each case's (times, roofs)."""
 
     def total(times, i):
         return sum(t[i] for t in times.values())
 
     ours = zoo.geomean([total(t, 1) / total(t, 0) for t, _ in results])
-    rows = zoo.geomean([total(t, 2) / total(t, 0) for t, _ in results])
-    text = f"{label} | fwd+dgrad+wgrad ours/cudnn {ours:.2f} rows/cudnn {rows:.2f}"
+    kernels = zoo.geomean([total(t, 2) / total(t, 0) for t, _ in results])
+    text = f"{label} | fwd+dgrad+wgrad ours/cudnn {ours:.2f} kernels/cudnn {kernels:.2f}"
     for p in PASSES:
-        ro, rc = (zoo.geomean([s[p][i] for _, s in results]) for i in (0, 1))
-        text += f" | {p} roof {ro:.0%}/{rc:.0%}"
+        ro, rk, rc = (zoo.geomean([s[p][i] for _, s in results]) for i in (0, 1, 2))
+        text += f" | {p} roof {ro:.0%}/{rk:.0%}/{rc:.0%}"
     return text
 
 

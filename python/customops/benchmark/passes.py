@@ -19,7 +19,7 @@ import torch.nn.functional as F
 
 import customops  # noqa: F401  (registers torch.ops.customops)
 
-from .timing import queued_pass_ms, tf32
+from .timing import env_set, queued_pass_ms, tf32
 
 # name, N, C, H = W, K, kernel, stride, padding, groups
 CASES = [("resnet 64ch56 b64", 64, 64, 56, 64, 3, 1, 1, 1),
@@ -67,7 +67,7 @@ def main() -> None:
             row = f"{label:8s} {name:26s}"
             for p, (ours, cudnn) in fns.items():
                 with tf32(label == "tf32", label == "tf32"):
-                    c, o, e = queued_pass_ms(ours, cudnn, dev, "CUSTOMOPS_CONV2D_ALGO", "explicit")
+                    c, o, e = queued_pass_ms(ours, cudnn, dev, lambda: env_set("CUSTOMOPS_CONV2D_ALGO", "explicit"))
                 row += f" | {p} cudnn {c:.4f} direct {o:.4f} ({o / c:.2f}) explicit {e:.4f} ({e / c:.2f})"
             print(row, flush=True)
 

@@ -52,17 +52,23 @@ def back_to_back_ms(fn: Callable[[], object], device: torch.device, warmup: int 
     return start.elapsed_time(end) / calls
 
 
-def queued_pass_ms(ours: Callable[[], object], cudnn: Callable[[], object], device: torch.device, env: str,
-                   value: str) -> tuple[float, float, float]:
-    """One pass, queued back to back (30 calls): cuDNN's time, ours as it runs, and ours with the environment
-    variable `env` set to `value` (an algorithm forced), in milliseconds."""
-    c, o = back_to_back_ms(cudnn, device, calls=30), back_to_back_ms(ours, device, calls=30)
-    os.environ[env] = value
+@contextlib.contextmanager
+def env_set(name: str, value: str):
+    """Sets the environment variable for the block (an algorithm forced), then removes it."""
+    os.environ[name] = value
     try:
-        forced = back_to_back_ms(ours, device, calls=30)
+        yield
     finally:
-        os.environ.pop(env)
-    return c, o, forced
+        os.environ.pop(name)
+
+
+def queued_pass_ms(ours: Callable[[], object], cudnn: Callable[[], object], device: torch.device,
+                   forced: Callable[[], contextlib.AbstractContextManager]) -> tuple[float, float, float]:
+    """One pass, queued back to back (30 calls): cuDNN's time, ours as it runs, and ours inside `forced()` (an
+    algorithm or a backend forced), in milliseconds."""
+    c, o = back_to_back_ms(cudnn, device, calls=30), back_to_back_ms(ours, device, calls=30)
+    with forced():
+        return c, o, back_to_back_ms(ours, device, calls=30)
 
 
 def copy_bandwidth(device: torch.device, nbytes: int, repeats: int = 50) -> float:
