@@ -198,6 +198,15 @@ struct DepthwiseCase {
   bool channels_last, bias;
 };
 DepthwiseCase depthwise_case(DepthwisePass pass, const DepthwisePlan& p, bool bias);
+// Whether the input gradient walks whole stride periods (kernels/cuda/depthwise_conv2d/period_dgrad.cu): a square
+// window of 3, 5 or 7 taps at stride 2 both ways, dilation 1, one output channel per input channel; in
+// channels_last only 3x3, and 5x5 where a pixel's channels are not whole 16-byte words (pixel_bytes), since the
+// row gather kernel of nhwc.cu ran the others faster (the 7x7 up to 4.8x, the kernel's weights fill its registers).
+inline bool period_dgrad_applies(int64_t kh, int64_t kw, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t m,
+                                 bool channels_last, int64_t pixel_bytes) {
+  const bool square = kh == kw && (kh == 3 || kh == 5 || kh == 7) && sh == 2 && sw == 2 && dh == 1 && dw == 1;
+  return square && m == 1 && (!channels_last || kh == 3 || (kh == 5 && pixel_bytes % 16 != 0));
+}
 backend::Impl depthwise_rule(const DepthwiseCase& c);
 // Whether PyTorch's kernels may run the case at all (an empty batch or output stays with customops).
 bool depthwise_has_choice(const DepthwiseCase& c);

@@ -26,11 +26,14 @@ bool is_half(at::ScalarType t) {
 // The rule's features: channels, input plane height, largest kernel side, stride (the zoo's are 1 or 2).
 struct Features {
   int64_t C, H, k, s;
-  bool band;  // a 1xk or kx1 kernel
+  bool band;    // a 1xk or kx1 kernel
+  bool period;  // the NCHW input gradient by stride periods applies (conv::period_dgrad_applies)
 };
 
 Features features(const DepthwiseCase& c) {
-  return {c.C, c.H, std::max(c.kh, c.kw), std::max(c.sh, c.sw), c.kh != c.kw};
+  return {c.C, c.H, std::max(c.kh, c.kw), std::max(c.sh, c.sw), c.kh != c.kw,
+          period_dgrad_applies(c.kh, c.kw, c.sh, c.sw, c.dh, c.dw, c.m, c.channels_last,
+                               c.C * int64_t(c10::elementSize(c.dtype)))};
 }
 
 // 16-bit channels_last against cuDNN's NHWC kernels. Per pass a depth-3 decision tree fitted to the
@@ -52,8 +55,10 @@ Impl half_channels_last(DepthwisePass pass, const Features& f) {
       if (f.s > 1) {
         // The row gather kernel (nhwc.cu: row_input_grad_kernel), which takes whole 16-byte words of channels,
         // replaced the tree's branch here: over the zoo's 40 strided shapes 0.59 of cuDNN's time (geomean; 0.46-0.82
-        // where C % 8 == 0, 0.97-1.01 on two 14x14 and 28x28 planes), timed with the policy forced both ways.
-        ours = f.C % 8 == 0 || f.k > 5;
+        // where C % 8 == 0, 0.97-1.01 on two 14x14 and 28x28 planes), timed with the policy forced both ways. The
+        // kernel by stride periods (period_dgrad.cu) took the 3x3 ones (0.38-0.81, 0.59 of the row kernel's time
+        // on 96x112x112) and 5x5 ones on channels that are not whole words (36: 0.53 of cuDNN's).
+        ours = f.period || f.C % 8 == 0 || f.k > 5;
       } else if (f.H <= 14) {
         ours = f.C > 144 || f.k > 5;
       }
@@ -86,7 +91,9 @@ Impl float_nchw(DepthwisePass pass, const Features& f) {
       }
       break;
     case DepthwisePass::input_grad:
-      ours = f.C <= 10 || f.s <= 1;
+      // At stride 2 PyTorch's kernel moved its bytes at 2-8% of the copy bandwidth over the zoo's strided shapes,
+      // the kernel by stride periods (period_dgrad.cu) at 25-84% (0.07-0.22 of PyTorch's time).
+      ours = f.C <= 10 || f.s <= 1 || f.period;
       break;
     case DepthwisePass::weight_grad:
       if (f.C <= 10) {

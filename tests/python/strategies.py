@@ -414,6 +414,16 @@ def depthwise_nhwc_direct(draw):
 
 
 @st.composite
+def depthwise_periods(draw):
+    """period_dgrad.cu's input gradient: square 3x3, 5x5 and 7x7 windows at stride 2, no dilation, one filter a
+    channel, both layouts (channels_last: odd channel counts take one channel a word, even ones two)."""
+    k = draw(st.sampled_from([3, 5, 7]))
+    return _cuda_depthwise_case(draw, dtype=draw(st.sampled_from(FLOATING)), c=draw(st.integers(1, 12)), m=1,
+                                k=(k, k), s=(2, 2), d=(1, 1), padding=_ints(draw, 0, k),
+                                layout=draw(st.sampled_from(["contiguous", "channels_last"])))
+
+
+@st.composite
 def _cuda_upsample(draw, layout, size_h, size_w, in_h=(1, 12), in_w=(1, 12), channels=(1, 5)):
     shape = (draw(st.integers(1, 2)), draw(st.integers(*channels)), draw(st.integers(*in_h)),
              draw(st.integers(*in_w)))
@@ -472,6 +482,7 @@ CUDA_FAMILIES: dict[str, Family] = {
                                   ("row_corr_kernel", "weight_grad_tile_kernel")),
     "depthwise_nhwc_direct": Family("depthwise_conv2d", depthwise_nhwc_direct,
                                     ("direct_input_grad_kernel&depthwise_nhwc",)),
+    "depthwise_periods": Family("depthwise_conv2d", depthwise_periods, ("period_input_grad_kernel",)),
     "upsample_nchw": Family("upsample_bilinear2d", upsample_nchw, ("forward_nchw_kernel", "backward_tile_kernel")),
     "upsample_channels_last": Family("upsample_bilinear2d", upsample_channels_last,
                                      ("forward_nhwc_kernel", "backward_any_kernel")),

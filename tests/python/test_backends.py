@@ -38,15 +38,20 @@ def test_policies_and_their_errors():
      dict(forward="customops", input_grad="customops")),
     (dict(input_size=(128, 40, 14, 14), weight_size=(40, 1, 1, 9), padding=(0, 4), bias=True, **BF16_CL),
      dict(forward="customops", input_grad="customops", weight_grad="customops")),
-    # The strided input gradient: the row gather kernel where the channels are whole 16-byte words (0.45-0.82x
-    # cuDNN's time), cuDNN where they are not (customops' direct kernel 2.45x theirs on 36 channels).
+    # The strided input gradient: the kernel by stride periods for 3x3 (0.38-0.81x cuDNN's time) and for 5x5 where
+    # the channels are not whole 16-byte words (0.53x on 36 channels, where the row gather kernel took 2.5x), the
+    # row gather kernel for other 5x5 and 7x7 ones (0.31-0.57x), cuDNN for other windows on such channels.
     (dict(input_size=(128, 96, 112, 112), weight_size=(96, 1, 3, 3), stride=2, padding=1, **BF16_CL),
      dict(input_grad="customops")),
     (dict(input_size=(128, 36, 56, 56), weight_size=(36, 1, 5, 5), stride=2, padding=2, **BF16_CL),
+     dict(input_grad="customops")),
+    (dict(input_size=(128, 36, 56, 56), weight_size=(36, 1, 4, 4), stride=2, padding=2, **BF16_CL),
      dict(input_grad="pytorch")),
-    # float32 NCHW: PyTorch's native kernels win the stride-2 input gradient (ours 1.6x theirs), customops
-    # every pass of the stride-1 3x3 (0.19-0.63x).
+    # float32 NCHW: the kernel by stride periods takes the stride-2 input gradient (0.07-0.22x PyTorch's native
+    # kernel), customops every pass of the stride-1 3x3 (0.19-0.63x).
     (dict(input_size=(128, 72, 56, 56), weight_size=(72, 1, 5, 5), stride=2, padding=2, dtype=torch.float32),
+     dict(input_grad="customops")),
+    (dict(input_size=(128, 72, 56, 56), weight_size=(72, 1, 9, 9), stride=2, padding=4, dtype=torch.float32),
      dict(input_grad="pytorch")),
     (dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 3, 3), padding=1, dtype=torch.float32),
      dict(forward="customops", input_grad="customops", weight_grad="customops")),

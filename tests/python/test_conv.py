@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 import customops
-from conftest import requires_cuda
+from conftest import cuda_kernel_names, requires_cuda
 
 # Tests of customops' own kernels: the rule of customops.backends must not hand their shapes to PyTorch.
 pytestmark = pytest.mark.usefixtures("customops_kernels")
@@ -268,6 +268,45 @@ def test_depthwise_strided_input_gradient_of_unaligned_channels_last_gradient():
                                               [1, 1], [1, 1], False, [0, 0], 16, [True, False, False])[0]
     torch.testing.assert_close(got, want)
     _assert_close_scaled(got.cpu(), ref, 2e-5)
+
+
+# The input gradient by stride periods (period_dgrad.cu): square 3x3, 5x5 and 7x7 windows at stride 2. (C, H, W,
+# k, padding): odd and even planes, no padding (timm's "same" layers pad before the convolution), padding past the
+# window's centre, planes narrower than the window, and enough planes that a thread walks several period rows, the
+# last of its column a partial run; odd channel counts (channels_last: a channel a word) and even ones (two).
+_PERIODS = [(8, 17, 19, 3, 1), (6, 16, 16, 3, 0), (5, 13, 12, 5, 2), (4, 14, 15, 5, 0), (3, 11, 9, 7, 3),
+            (4, 4, 5, 7, 6), (2, 3, 2, 5, 4), (96, 33, 30, 3, 1)]
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+@pytest.mark.parametrize("case", _PERIODS, ids=lambda c: "-".join(map(str, c)))
+def test_depthwise_input_gradient_by_stride_periods_on_cuda(case, layout, dtype):
+    """The kernel runs (by name) where it applies (channels_last: 3x3, and 5x5 on pixels that are not whole 16-byte
+    words) and the result matches ATen's input gradient in float64 on the same rounded values, in the input's
+    layout."""
+    c, h, w_, k, padding = case
+    n = 64 if c > 8 else 16
+    mf = torch.channels_last if layout == "channels_last" else torch.contiguous_format
+    x = torch.randn(n, c, h, w_, device="cuda", dtype=dtype).to(memory_format=mf)
+    w = torch.randn(c, 1, k, k, device="cuda", dtype=dtype)
+    oh, ow = ((size + 2 * padding - k) // 2 + 1 for size in (h, w_))
+    g = torch.randn(n, c, oh, ow, device="cuda", dtype=dtype).to(memory_format=mf)
+    win = ([2, 2], [padding, padding], [1, 1])
+
+    def run():
+        return torch.ops.customops.depthwise_conv2d_backward(g, x, w, *win, [True, False, False])[0]
+
+    with customops.backends.use("depthwise_conv2d", "customops"):
+        names = cuda_kernel_names(run)
+        got = run()
+    applies = layout == "contiguous" or k == 3 or (k == 5 and c * x.element_size() % 16 != 0)
+    assert any("period_input_grad_kernel" in name for name in names) == applies, names
+    want = torch.ops.aten.convolution_backward(g.cpu().double(), x.cpu().double(), w.cpu().double(), None, *win,
+                                               False, [0, 0], c, [True, False, False])[0]
+    assert got.dtype == dtype and got.is_contiguous(memory_format=mf)
+    _assert_close_scaled(got.cpu(), want, _NHWC_TOL[dtype])
 
 
 # --- CPU channels_last (kernels/cpu/depthwise_conv2d/nhwc*.cpp) ------------------

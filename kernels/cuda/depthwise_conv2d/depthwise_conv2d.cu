@@ -14,7 +14,8 @@
 // common case, take a register kernel that needs no padding instead (on an
 // H100 it ran the 3x3 forward in half the tiles' time, 0.14 against 0.28 ms
 // for 32x384x56x56 fp32). Other geometries take one-thread-per-output
-// kernels; the input gradient's visits only the taps that read its pixel. The
+// kernels; the input gradient's visits only the taps that read its pixel
+// (square 3, 5 and 7 windows at stride 2 take period_dgrad.cu's instead). The
 // weight gradient is reduced per (batch chunk, channel) in a fixed order (3x3
 // and 5x5 keep every tap's sum in registers, except on wide planes at unit
 // stride, which take tiles), and the chunks summed in order (sum_parts):
@@ -701,7 +702,7 @@ conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& we
     at::Tensor gi, gw, gb;
     if (output_mask[0]) {
       gi = at::empty_like(bp.p.x);  // dense channels_last, as p.x
-      depthwise_nhwc::input_grad(bp, gi);
+      if (!period_input_grad(bp, gi)) depthwise_nhwc::input_grad(bp, gi);
       gi = conv::unbatch(gi, bp.p.s);
     }
     if (output_mask[1]) gw = depthwise_nhwc::weight_grad(bp, weight);
@@ -725,7 +726,8 @@ conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& we
                    fwd.kw, 1, 1, fwd.dh, 1, (fwd.kh - 1) * fwd.dh - fwd.ph, (fwd.kw - 1) - fwd.pw, fwd.m, true};
       const bool unit = fwd.sh == 1 && fwd.sw == 1 && fwd.dw == 1;
       scalar_t* gi = grad_input.data_ptr<scalar_t>();
-      if (!(unit && launch_fast_corr(g, w, static_cast<const scalar_t*>(nullptr), gi, t, p.s.N * p.s.C, stream))) {
+      if (!(unit && launch_fast_corr(g, w, static_cast<const scalar_t*>(nullptr), gi, t, p.s.N * p.s.C, stream)) &&
+          !period_input_grad(bp, grad_input)) {
         const int64_t total = grad_input.numel();
         launch::with_index_type(std::max(total, bp.gout.numel()), [&](auto index) {
           using index_t = decltype(index);
