@@ -36,11 +36,11 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   # whose TORCH_CUDA_ARCH_LIST lacks 9.0, or who has no CUTLASS headers, must link and pass too. Its two longest checks
   # take compact samples (the newest torch's leg runs them whole): a fifth of the fuzzer's calls (the first ones
   # of the same sequence) and three models of the zoo, the segmentation-style one among them; gradcheck compares
-  # the gradients along random directions, not whole Jacobians (its fast mode). Its CPU kernels are the DEFAULT
-  # ones alone, those of processors without AVX2 (kernels/common/cpu_capability.h): the newest
-  # torch's leg tests the AVX2 ones, and building both took a fifth of this leg's set-up.
+  # the gradients along random directions, not whole Jacobians (its fast mode). It builds both CPU kernel variants:
+  # with the DEFAULT ones alone (131 s less set-up) and ATen's AVX2 kernels beside them, the model benchmark's check
+  # of mobilenet_v2 (training mode, batch 2, which magnifies rounding) failed its margin (3.4e-3 against 3.1e-4).
   env "${oldest_cpu_only[@]}" CUSTOMOPS_TORCH="$oldest" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" \
-    CUSTOMOPS_CMAKE_ARGS="${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_WITH_CUTLASS=OFF -DCUSTOMOPS_CPU_CAPABILITIES=DEFAULT $oldest_cmake" \
+    CUSTOMOPS_CMAKE_ARGS="${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_WITH_CUTLASS=OFF $oldest_cmake" \
     CUSTOMOPS_FUZZ_CALLS="${CUSTOMOPS_FUZZ_CALLS:-20000}" CUSTOMOPS_GRADCHECK_FAST="${CUSTOMOPS_GRADCHECK_FAST:-1}" \
     CUSTOMOPS_ZOO_CHECK_MODELS="${CUSTOMOPS_ZOO_CHECK_MODELS:-efficientnet_b0,convnextv2_atto,fpn_mobilenetv3}" \
     bash "$0" "$@" || status=1
