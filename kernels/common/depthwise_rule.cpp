@@ -27,7 +27,7 @@ bool is_half(at::ScalarType t) {
 struct Features {
   int64_t C, H, k, s;
   bool band;    // a 1xk or kx1 kernel
-  bool period;  // the NCHW input gradient by stride periods applies (conv::period_dgrad_applies)
+  bool period;  // the input gradient by stride periods applies (conv::period_dgrad_applies)
 };
 
 Features features(const DepthwiseCase& c) {

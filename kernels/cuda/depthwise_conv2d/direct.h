@@ -18,8 +18,8 @@ at::Tensor forward(conv::DepthwisePlan& p);
 
 conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& weight, std::array<bool, 3> output_mask);
 
-// The NCHW input gradient where conv::period_dgrad_applies (period_dgrad.cu), into grad_input (dense, of the
-// input's shape); false, and nothing written, elsewhere.
+// The input gradient where conv::period_dgrad_applies (period_dgrad.cu), into grad_input (dense in the plan's
+// layout, of the input's shape); false, and nothing written, elsewhere.
 bool period_input_grad(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& grad_input);
 
 }  // namespace customops::cuda::depthwise
