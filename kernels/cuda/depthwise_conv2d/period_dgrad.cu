@@ -15,7 +15,6 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAException.h>
 
-#include <algorithm>
 #include <cstdint>
 
 #include "kernels/cuda/common/launch.cuh"

@@ -15,8 +15,8 @@ no launch gap is counted. Per pass: `cudnn` ms, `ours` ms (ours / cuDNN), `kerne
 `roof` ours%/kernels%/cuDNN%: the pass's minimal bytes (pass_bytes: each tensor it must read or write once) over
 its time, as a share of a device copy's bandwidth measured in the same run (100%: the pass moves its bytes as
 fast as a copy, its memory roof). At the end, per dtype, the geomean over the cases of ours / cuDNN and kernels /
-cuDNN for the three passes' summed time, and of each pass's roof shares. `--only WORD` keeps the cases whose name holds WORD, `--dtype` the dtypes
-named."""
+cuDNN for the three passes' summed time, and of each pass's roof shares. `--only WORD` keeps the cases whose
+name holds WORD, `--dtype` the dtypes named."""
 
 from __future__ import annotations
 
