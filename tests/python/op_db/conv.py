@@ -48,6 +48,8 @@ _DEPTHWISE = [
     ((2, 3, 5, 5), (3, 1, 5, 5), True, 1, 0, 1, "output_1x1"),
     ((0, 3, 6, 6), (3, 1, 3, 3), True, 1, 1, 1, "batch0"),
     ((1, 2, 13, 11), (6, 1, 3, 5), True, (2, 1), (2, 3), (2, 2), "odd_sizes"),
+    # A square window at stride 2 both ways (CUDA: the input gradient by stride periods).
+    ((2, 3, 11, 9), (3, 1, 5, 5), True, 2, 2, 1, "square_stride2"),
     ((1, 2, 10, 12), (2, 1, 3, 3), True, 1, 4, 1, "padding_gt_kernel"),
     ((1, 2, 23, 11), (4, 1, 3, 3), True, (2, 1), (1, 1), (3, 1), "row_stride_and_dilation"),
     ((1, 2, 17, 19), (4, 1, 3, 5), True, 1, (3, 4), (3, 2), "dilated_unit_stride"),
