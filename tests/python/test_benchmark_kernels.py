@@ -54,3 +54,7 @@ def test_depthwise_passes_rows_and_geomean_show_the_roof_shares():
     faster = {p: (2e-3, 0.5e-3, 2e-3) for p in times}  # ours / cuDNN 0.25: the geomean with 0.5 is sqrt(0.125)
     text = geomean_text("g", [(times, shares), (faster, roofs(case, 2, faster, 1014 / 1e-6 / 0.8))])
     assert text.startswith("g | fwd+dgrad+wgrad ours/cudnn 0.35 kernels/cudnn 1.41 | fwd roof 113%/28%/40%"), text
+    assert text.endswith("| choice/best 0.35, >8% off in 0 of 6"), text
+    # As it runs, customops is 3 times slower than its own kernels on each pass: its choice was wrong.
+    wrong = {p: (2e-3, 3e-3, 1e-3) for p in times}
+    assert geomean_text("g", [(wrong, shares)]).endswith("| choice/best 3.00, >8% off in 3 of 3")

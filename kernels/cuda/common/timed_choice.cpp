@@ -1,24 +1,55 @@
 #include "kernels/cuda/common/timed_choice.h"
 
+#include <algorithm>
+#include <array>
+#include <limits>
+#include <vector>
+
 #include <ATen/Context.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraphsUtils.cuh>
+#include <ATen/cuda/Sleep.h>
 
 namespace customops::cuda {
 namespace {
 
-// Milliseconds per run, after one untimed run (allocations, cuDNN's own algorithm search).
-float time_ms(const std::function<void()>& run) {
-  constexpr int kRuns = 3;
-  run();
-  at::cuda::CUDAEvent start(cudaEventDefault), end(cudaEventDefault);
+// GPU milliseconds per run of each candidate, the faster for a tie.
+//
+// Both run once untimed first (allocations, cuDNN's own algorithm search). Then the candidates alternate over
+// kRounds windows each, kRuns calls between two events, and each keeps its best window, so that a clock still
+// rising from idle or another process's work weighs on both alike, not on whichever ran first. A sleep kernel
+// queued before every window holds the GPU while the host queues the window's calls: on small planes the host
+// takes longer to launch a call than the GPU to run it, and without it the events would time the host.
+struct Times {
+  float ours, theirs;
+};
+
+Times time_candidates(const std::function<void()>& ours, const std::function<void()>& theirs) {
+  constexpr int kRounds = 3, kRuns = 4;
+  // About 0.5 ms at Hopper's clocks: longer than the host takes to queue kRuns calls of either candidate.
+  constexpr int64_t kSleepCycles = 1'000'000;
+  ours();
+  theirs();
+  const std::array<const std::function<void()>*, 2> runs{&ours, &theirs};
+  std::vector<at::cuda::CUDAEvent> marks;
+  marks.reserve(4 * kRounds);
   const auto stream = at::cuda::getCurrentCUDAStream();
-  start.record(stream);
-  for (int i = 0; i < kRuns; ++i) run();
-  end.record(stream);
-  end.synchronize();
-  return start.elapsed_time(end) / kRuns;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int c = 0; c < 2; ++c) {
+      at::cuda::sleep(kSleepCycles);
+      marks.emplace_back(cudaEventDefault).record(stream);
+      for (int i = 0; i < kRuns; ++i) (*runs[c])();
+      marks.emplace_back(cudaEventDefault).record(stream);
+    }
+  }
+  marks.back().synchronize();
+  std::array<float, 2> best{std::numeric_limits<float>::infinity(), std::numeric_limits<float>::infinity()};
+  for (size_t w = 0; w < marks.size() / 2; ++w) {
+    auto& b = best[w % 2];
+    b = std::min(b, marks[2 * w].elapsed_time(marks[2 * w + 1]) / kRuns);
+  }
+  return {best[0], best[1]};
 }
 
 }  // namespace
@@ -41,8 +72,8 @@ backend::Impl choose(const std::string& op, bool has_choice, backend::Impl rule,
   if (!may_time_choice()) return rule;
   const std::string k = key();
   if (auto known = backend::tuned().find(k)) return *known;
-  const float mine = time_ms(ours), other = time_ms(theirs);
-  const auto impl = mine <= other ? backend::Impl::customops : backend::Impl::pytorch;
+  const Times t = time_candidates(ours, theirs);
+  const auto impl = t.ours <= t.theirs ? backend::Impl::customops : backend::Impl::pytorch;
   backend::tuned().remember(k, impl);
   return impl;
 }

@@ -713,21 +713,22 @@ conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& we
   const Corr fwd = forward_corr(p);
   const auto stream = at::cuda::getCurrentCUDAStream();
   at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) grad_input = at::empty_like(p.x);
+  // Strided square windows by whole periods (period_dgrad.cu, which dispatches on the dtype itself).
+  const bool by_periods = output_mask[0] && p.x.numel() > 0 && period_input_grad(bp, grad_input);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "depthwise_conv2d_backward_cuda", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     const scalar_t* g = bp.gout.const_data_ptr<scalar_t>();
     const scalar_t* x = p.x.const_data_ptr<scalar_t>();
     const scalar_t* w = p.weight.const_data_ptr<scalar_t>();
-    if (output_mask[0]) grad_input = at::empty_like(p.x);
-    if (output_mask[0] && p.x.numel() > 0) {
+    if (output_mask[0] && p.x.numel() > 0 && !by_periods) {
       // With unit strides, the transposed correlation: output gradients, flipped
       // taps, padding (k-1)*d - p (possibly negative).
       const Corr t{fwd.dst_channels, fwd.src_channels, fwd.dst_h, fwd.dst_w, fwd.src_h, fwd.src_w, fwd.kh,
                    fwd.kw, 1, 1, fwd.dh, 1, (fwd.kh - 1) * fwd.dh - fwd.ph, (fwd.kw - 1) - fwd.pw, fwd.m, true};
       const bool unit = fwd.sh == 1 && fwd.sw == 1 && fwd.dw == 1;
       scalar_t* gi = grad_input.data_ptr<scalar_t>();
-      if (!(unit && launch_fast_corr(g, w, static_cast<const scalar_t*>(nullptr), gi, t, p.s.N * p.s.C, stream)) &&
-          !period_input_grad(bp, grad_input)) {
+      if (!(unit && launch_fast_corr(g, w, static_cast<const scalar_t*>(nullptr), gi, t, p.s.N * p.s.C, stream))) {
         const int64_t total = grad_input.numel();
         launch::with_index_type(std::max(total, bp.gout.numel()), [&](auto index) {
           using index_t = decltype(index);

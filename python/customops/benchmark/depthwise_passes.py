@@ -15,7 +15,9 @@ no launch gap is counted. Per pass: `cudnn` ms, `ours` ms (ours / cuDNN), `kerne
 `roof` ours%/kernels%/cuDNN%: the pass's minimal bytes (pass_bytes: each tensor it must read or write once) over
 its time, as a share of a device copy's bandwidth measured in the same run (100%: the pass moves its bytes as
 fast as a copy, its memory roof). At the end, per dtype, the geomean over the cases of ours / cuDNN and kernels /
-cuDNN for the three passes' summed time, and of each pass's roof shares. `--only WORD` keeps the cases whose
+cuDNN for the three passes' summed time, of each pass's roof shares, and of ours over the faster of cuDNN and
+our kernels (`choice/best`: how well the timed choice picks), with the number of passes where ours is more than
+8% slower than that. `--only WORD` keeps the cases whose
 name holds WORD, `--dtype` the dtypes named."""
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from . import zoo  # the parent package, customops, has registered torch.ops.cus
 from .timing import copy_bandwidth, queued_pass_ms
 
 PASSES = ("fwd", "dgrad", "wgrad")
+PICK_SLACK = 0.08  # the timed choice's pick counts as wrong where it is this much slower than the faster candidate
 DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 ZOO_BATCH, ZOO_SIZE = 128, 224  # customops.benchmark.zoo's batch on CUDA and input size
 LAYOUTS = {"channels_last": torch.channels_last, "nchw": torch.contiguous_format}
@@ -171,7 +174,9 @@ def geomean_text(label: str, results: list[tuple[dict, dict]]) -> str:
     for p in PASSES:
         ro, rk, rc = (zoo.geomean([s[p][i] for _, s in results]) for i in (0, 1, 2))
         text += f" | {p} roof {ro:.0%}/{rk:.0%}/{rc:.0%}"
-    return text
+    picks = [o / min(c, k) for times, _ in results for c, o, k in times.values()]
+    off = sum(r > 1 + PICK_SLACK for r in picks)
+    return text + f" | choice/best {zoo.geomean(picks):.2f}, >{PICK_SLACK:.0%} off in {off} of {len(picks)}"
 
 
 def main(argv: list[str] | None = None) -> int:
