@@ -25,19 +25,6 @@ fi
 BUILD_DIR="${CUSTOMOPS_BUILD_DIR:-$ROOT/$BUILD_NAME}"
 export CUSTOMOPS_BUILD_DIR="$BUILD_DIR"
 
-ensure_system_tools() {
-  local missing=()
-  command -v cmake >/dev/null || missing+=(cmake)
-  command -v g++ >/dev/null || missing+=(g++)
-  [[ -e /usr/include/gtest/gtest.h ]] || missing+=(libgtest-dev)
-  command -v dot >/dev/null || missing+=(graphviz)      # the docs' architecture diagram
-  command -v chromium >/dev/null || missing+=(chromium)  # tests/python/test_docs.py opens the built site
-  if ((${#missing[@]})); then
-    echo "customops: installing ${missing[*]} with apt-get" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
-  fi
-}
-
 # torch with its CUDA libraries takes about 6 GB in a venv, and pip needs about 4 GB more while it installs: fail
 # before starting rather than with "No space left on device" half-way through.
 ensure_disk_space() {
@@ -69,7 +56,7 @@ if [[ -n "${CUSTOMOPS_PYTHON:-}" ]]; then
   export PYTHONPATH="$ROOT/python${PYTHONPATH:+:$PYTHONPATH}"
   refuse_other_checkout
 else
-  ensure_system_tools
+  bash "$ROOT/scripts/system_tools.sh"
   VENV="$ROOT/$VENV_NAME"
   [[ -x "$VENV/bin/python" ]] || python3 -m venv "$VENV"
   stamp="$VENV/.requirements.sha256"

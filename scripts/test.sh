@@ -9,10 +9,27 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
+# ahead <what> <command...>: runs the command in the background at the lowest priority, its output kept aside;
+# wait_ahead waits for it and, if it failed, shows the end of that output (the leg that needs it runs it again).
+ahead() {
+  ahead_what="$1"
+  shift
+  ahead_log="$(mktemp)"
+  nice -n 19 "$@" >"$ahead_log" 2>&1 &
+  ahead_pid=$!
+}
+wait_ahead() {
+  local start=$SECONDS
+  if ! wait "$ahead_pid"; then
+    echo "customops: $ahead_what, made ahead, failed; its last lines:" >&2
+    tail -n 30 "$ahead_log" >&2
+  fi
+  echo "customops: waited $((SECONDS - start)) s for $ahead_what" >&2
+  rm -f "$ahead_log"
+}
+
 if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}" ]]; then
   oldest="$(cd "$ROOT/requirements" && ls torch-*.txt | sed 's/^torch-//; s/\.txt$//' | sort -V | head -1)"
-  # The legs run one after another: each build and most tests keep every core busy, so legs run side by side
-  # only slow each other down (measured: the default leg's tests took 2.5 times as long beside the oldest's build).
   # Without a GPU nothing compiled for one runs here: the newest torch's build proves that every CUDA source
   # compiles, for one architecture, Hopper's (9.0, with the sm_90a kernels), not for each of the six a build without
   # a GPU targets (cmake/CustomopsCudaToolchain.cmake; that choice is checked at configure time, test_toolchain.py;
@@ -26,11 +43,22 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
     oldest_cmake="-DCUSTOMOPS_WITH_CUDA=OFF"
     echo "customops: no GPU here; the newest torch's build compiles CUDA code for 9.0, torch $oldest's is CPU-only" >&2
   fi
+  oldest_env=("${oldest_cpu_only[@]}" CUSTOMOPS_TORCH="$oldest"
+              CUSTOMOPS_CMAKE_ARGS="${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_WITH_CUTLASS=OFF $oldest_cmake")
+  # The legs' tests run one after another. They keep about one core of a 2-core machine busy (mostly
+  # single-threaded Python, subprocesses and compilers), so the next leg's set-up (its environment, its build) runs
+  # beside them, ahead, at the lowest priority: it takes what the tests leave idle (at normal priority, a build
+  # beside them made the tests 2.5 times as long). The leg then finds its environment and build made, or shows
+  # what failed when it makes them itself.
+  bash "$ROOT/scripts/system_tools.sh"  # once, before anything runs beside it (apt-get holds a lock)
+  ahead "torch $oldest's environment and build" env "${oldest_env[@]}" bash "$ROOT/scripts/install.sh"
   status=0
   start=$SECONDS
   env "${newest_archs[@]}" CUSTOMOPS_TEST_ONE_TORCH=1 bash "$0" "$@" || status=1
   echo "customops: tests against the default torch took $((SECONDS - start)) s" >&2
   start=$SECONDS
+  wait_ahead
+  ahead "the sanitized build" env CUSTOMOPS_SANITIZE_BUILD_ONLY=1 bash "$ROOT/scripts/sanitize.sh"
   # The newest torch's library, which the oldest must refuse at import (test_package.py). The oldest builds
   # without conv2d's sm_90a (CUTLASS) kernels, which the newest's build compiles: with a GPU, the build of everyone
   # whose TORCH_CUDA_ARCH_LIST lacks 9.0, or who has no CUTLASS headers, must link and pass too. Its two longest checks
@@ -39,13 +67,13 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   # the gradients along random directions, not whole Jacobians (its fast mode). It builds both CPU kernel variants:
   # with the DEFAULT ones alone (131 s less set-up) and ATen's AVX2 kernels beside them, the model benchmark's check
   # of mobilenet_v2 (training mode, batch 2, which magnifies rounding) failed its margin (3.4e-3 against 3.1e-4).
-  env "${oldest_cpu_only[@]}" CUSTOMOPS_TORCH="$oldest" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" \
-    CUSTOMOPS_CMAKE_ARGS="${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_WITH_CUTLASS=OFF $oldest_cmake" \
+  env "${oldest_env[@]}" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" \
     CUSTOMOPS_FUZZ_CALLS="${CUSTOMOPS_FUZZ_CALLS:-20000}" CUSTOMOPS_GRADCHECK_FAST="${CUSTOMOPS_GRADCHECK_FAST:-1}" \
     CUSTOMOPS_ZOO_CHECK_MODELS="${CUSTOMOPS_ZOO_CHECK_MODELS:-efficientnet_b0,convnextv2_atto,fpn_mobilenetv3}" \
     bash "$0" "$@" || status=1
   echo "customops: tests against torch $oldest took $((SECONDS - start)) s" >&2
   start=$SECONDS
+  wait_ahead
   # The CPU kernels once more, built with AddressSanitizer and UndefinedBehaviorSanitizer; the fuzzer's compact
   # sample, as in the oldest torch's leg (the sanitizers slow each call several times over).
   CUSTOMOPS_FUZZ_CALLS="${CUSTOMOPS_FUZZ_CALLS:-20000}" bash "$ROOT/scripts/sanitize.sh" || status=1
