@@ -44,6 +44,22 @@ def test_any_timm_model_by_name_and_unknown_names_refused():
         zoo.model_names("efficientnet_b0,not_a_model")
 
 
+def test_cudnn_benchmark_flag_turns_benchmark_mode_on_before_any_model_runs(monkeypatch, capsys):
+    seen = []
+
+    def run(name, config, device, batch, *args, **kwargs):
+        seen.append(torch.backends.cudnn.benchmark)
+        return zoo.ZooRow(name, config, batch, check="ok", ok=True)
+
+    monkeypatch.setattr(zoo, "run", run)
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    argv = ["--device", "cpu", "--check-only", "--models", "lcnet_100", "--configs", "float32-nchw"]
+    assert zoo.main(argv) == 0 and zoo.main([*argv, "--cudnn-benchmark"]) == 0
+    assert seen == [False, True]
+    out = capsys.readouterr().out
+    assert "cudnn.benchmark False" in out and "cudnn.benchmark True" in out
+
+
 def test_host_benchmark_runs_on_cpu(tmp_path, capsys):
     from customops.benchmark import host
 

@@ -1,7 +1,8 @@
 """python -m customops.benchmark.zoo: timm models, original against customops.convert's, in one run.
 
     python -m customops.benchmark.zoo [--models efficientnet_b0,...|any timm model] [--configs bf16-channels_last,float32-nchw]
-        [--batch N] [--repeats N] [--no-compile] [--check-only] [--quick] [--markdown F.md] [--plot F.png]
+        [--batch N] [--repeats N] [--no-compile] [--check-only] [--quick] [--cudnn-benchmark] [--markdown F.md]
+        [--plot F.png]
 
 The zoo: models of the timm families people train with depthwise convolutions (EfficientNet, MobileNet v3/v4,
 ConvNeXt v2, InceptionNeXt, MixNet, LCNet, EdgeNeXt, MobileViT v2, GhostNet, EfficientViT, TinyNet) and one
@@ -282,7 +283,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-only", action="store_true", help="only check each converted model, time nothing")
     p.add_argument("--markdown", help="write the table as Markdown to this file")
     p.add_argument("--plot", help="write a PNG bar plot of the ratios to this file")
+    p.add_argument("--cudnn-benchmark", action="store_true",
+                   help="turn torch.backends.cudnn.benchmark on: cuDNN tunes its algorithms per shape, and customops "
+                        "times its choice between its kernels and PyTorch's (default: PyTorch's default, off)")
     args = p.parse_args(argv)
+    if args.cudnn_benchmark:
+        torch.backends.cudnn.benchmark = True
 
     device = torch.device(args.device)
     names = model_names(args.models)
