@@ -9,13 +9,16 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
-# ahead <what> <command...>: runs the command in the background at the lowest priority, its output kept aside;
+# ahead <what> <command...>: runs the command in the background at the lowest priority, its output kept aside,
+# in a process group of its own, which is stopped if this script ends first (an interrupt, a failure);
 # wait_ahead waits for it and, if it failed, shows the end of that output (the leg that needs it runs it again).
+ahead_pid=""
+trap '[[ -z "$ahead_pid" ]] || kill -- "-$ahead_pid" 2>/dev/null || true' EXIT
 ahead() {
   ahead_what="$1"
   shift
   ahead_log="$(mktemp)"
-  nice -n 19 "$@" >"$ahead_log" 2>&1 &
+  setsid --wait nice -n 19 "$@" >"$ahead_log" 2>&1 &
   ahead_pid=$!
 }
 wait_ahead() {
@@ -24,6 +27,7 @@ wait_ahead() {
     echo "customops: $ahead_what, made ahead, failed; its last lines:" >&2
     tail -n 30 "$ahead_log" >&2
   fi
+  ahead_pid=""
   echo "customops: waited $((SECONDS - start)) s for $ahead_what" >&2
   rm -f "$ahead_log"
 }
