@@ -14,7 +14,7 @@
 namespace customops::cuda {
 namespace {
 
-// GPU milliseconds per run of each candidate, the faster for a tie.
+// GPU milliseconds per run of each candidate.
 //
 // Both run once untimed first (allocations, cuDNN's own algorithm search). Then the candidates alternate over
 // kRounds windows each, kRuns calls between two events, and each keeps its best window, so that a clock still
