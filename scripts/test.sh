@@ -35,25 +35,28 @@ wait_ahead() {
 if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}" ]]; then
   oldest="$(cd "$ROOT/requirements" && ls torch-*.txt | sed 's/^torch-//; s/\.txt$//' | sort -V | head -1)"
   # Without a GPU nothing compiled for one runs here: the newest torch's build proves that every CUDA source
-  # compiles, for one architecture, Hopper's (9.0, with the sm_90a kernels), not for each of the six a build without
-  # a GPU targets (cmake/CustomopsCudaToolchain.cmake; that choice is checked at configure time, test_toolchain.py;
-  # depthwise_conv2d.cu, for one, compiles in 55 s for two architectures, 132 s for the six and PTX), and the
+  # compiles, to PTX (CUSTOMOPS_CUDA_PTX_ONLY: no ptxas, 10-20 s less a source; builds on the GPU machine make
+  # the machine code), for one architecture, Hopper's (9.0, with the sm_90a kernels), not for each of the six a
+  # build without a GPU targets (cmake/CustomopsCudaToolchain.cmake; that choice is checked at configure time,
+  # test_toolchain.py; depthwise_conv2d.cu, for one, compiles in 55 s for two architectures, 132 s for the six and
+  # PTX), and the
   # oldest torch's build is CPU-only: compiling the CUDA sources a second time took a third of a 2-core CI run's
   # 90 minutes' margin, and tests nothing more there than that they compile against the oldest torch's headers,
   # which every build on the GPU machine (torch 2.11) does. With a GPU both builds have CUDA kernels.
   newest_archs=() oldest_cpu_only=() oldest_cmake=""
   if [[ -z "${TORCH_CUDA_ARCH_LIST:-}" ]] && ! { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; then
-    newest_archs=("TORCH_CUDA_ARCH_LIST=9.0") oldest_cpu_only=("CUSTOMOPS_WHEEL_CUDA=OFF")
+    newest_archs=("TORCH_CUDA_ARCH_LIST=9.0"
+                  "CUSTOMOPS_CMAKE_ARGS=${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_CUDA_PTX_ONLY=ON")
+    oldest_cpu_only=("CUSTOMOPS_WHEEL_CUDA=OFF")
     oldest_cmake="-DCUSTOMOPS_WITH_CUDA=OFF"
-    echo "customops: no GPU here; the newest torch's build compiles CUDA code for 9.0, torch $oldest's is CPU-only" >&2
+    echo "customops: no GPU here; the newest torch's build compiles CUDA code to PTX for 9.0, torch $oldest's is CPU-only" >&2
   fi
   oldest_env=("${oldest_cpu_only[@]}" CUSTOMOPS_TORCH="$oldest"
               CUSTOMOPS_CMAKE_ARGS="${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_WITH_CUTLASS=OFF $oldest_cmake")
-  # The legs' tests run one after another. They keep about one core of a 2-core machine busy (mostly
-  # single-threaded Python, subprocesses and compilers), so the next leg's set-up (its environment, its build) runs
-  # beside them, ahead, at the lowest priority: it takes what the tests leave idle (at normal priority, a build
-  # beside them made the tests 2.5 times as long). The leg then finds its environment and build made, or shows
-  # what failed when it makes them itself.
+  # The legs' tests run one after another; the next leg's set-up (its environment, its build) runs ahead, beside
+  # the previous leg, at the lowest priority: its downloads wait on the network, not on the cores, and its build
+  # takes what the tests leave idle (at normal priority, a build beside them made the tests 2.5 times as long).
+  # The leg then finds its environment and build made, or shows what failed when it makes them itself.
   bash "$ROOT/scripts/system_tools.sh"  # once, before anything runs beside it (apt-get holds a lock)
   ahead "torch $oldest's environment and build" env "${oldest_env[@]}" bash "$ROOT/scripts/install.sh"
   status=0

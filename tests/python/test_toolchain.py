@@ -164,7 +164,9 @@ def test_build_info_says_what_the_library_holds():
     info = customops.build_info()
     assert info["torch_version"] == torch.__version__
     if info["cuda"]:
-        assert info["cuda_sass"] and info["cuda_version"] and info["cuda_compiler"] in ("system", "pypi", "given")
+        # Machine code, or PTX alone where the build only checks that the CUDA sources compile (scripts/test.sh).
+        assert info["cuda_sass"] or info["cuda_ptx"], info
+        assert info["cuda_version"] and info["cuda_compiler"] in ("system", "pypi", "given")
     else:
         assert info["cuda_sass"] == [] and info["cuda_ptx"] == [] and info["cuda_version"] == ""
 
