@@ -10,7 +10,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 # ahead <what> <command...>: runs the command in the background at the lowest priority, its output kept aside,
-# in a process group of its own, which is stopped if this script ends first (an interrupt, a failure);
+# in a process group of its own (job control, set -m), which is stopped if this script ends first (an interrupt,
+# a failure); not in a session of its own (setsid): where the kernel groups processes by session (autogroup), a
+# new session shares the cores evenly with this one whatever its nice level, and slowed this leg's build by a third.
 # wait_ahead waits for it and, if it failed, shows the end of that output (the leg that needs it runs it again).
 ahead_pid=""
 trap '[[ -z "$ahead_pid" ]] || kill -- "-$ahead_pid" 2>/dev/null || true' EXIT
@@ -18,8 +20,10 @@ ahead() {
   ahead_what="$1"
   shift
   ahead_log="$(mktemp)"
-  setsid --wait nice -n 19 "$@" >"$ahead_log" 2>&1 &
+  set -m
+  nice -n 19 "$@" >"$ahead_log" 2>&1 &
   ahead_pid=$!
+  set +m
 }
 wait_ahead() {
   local start=$SECONDS
