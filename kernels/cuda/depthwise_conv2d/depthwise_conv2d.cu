@@ -714,14 +714,15 @@ conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& we
   const auto stream = at::cuda::getCurrentCUDAStream();
   at::Tensor grad_input, grad_weight, grad_bias;
   if (output_mask[0]) grad_input = at::empty_like(p.x);
+  const bool dgrad = output_mask[0] && p.x.numel() > 0;
   // Strided square windows by whole periods (period_dgrad.cu, which dispatches on the dtype itself).
-  const bool by_periods = output_mask[0] && p.x.numel() > 0 && period_input_grad(bp, grad_input);
+  const bool by_periods = dgrad && period_input_grad(bp, grad_input);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, p.x.scalar_type(), "depthwise_conv2d_backward_cuda", [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     const scalar_t* g = bp.gout.const_data_ptr<scalar_t>();
     const scalar_t* x = p.x.const_data_ptr<scalar_t>();
     const scalar_t* w = p.weight.const_data_ptr<scalar_t>();
-    if (output_mask[0] && p.x.numel() > 0 && !by_periods) {
+    if (dgrad && !by_periods) {
       // With unit strides, the transposed correlation: output gradients, flipped
       // taps, padding (k-1)*d - p (possibly negative).
       const Corr t{fwd.dst_channels, fwd.src_channels, fwd.dst_h, fwd.dst_w, fwd.src_h, fwd.src_w, fwd.kh,
