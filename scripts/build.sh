@@ -11,7 +11,7 @@ if [[ ! -f "$BUILD_DIR/CMakeCache.txt" ]]; then
   cmake -S "$ROOT" -B "$BUILD_DIR" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
     -DCUSTOMOPS_PYTHON="$PYTHON" ${CUSTOMOPS_CMAKE_ARGS:-}
 fi
-cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+cached_build "the build in $BUILD_DIR" cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 
 if [[ -n "${VENV:-}" ]]; then
   site="$("$PYTHON" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"

@@ -18,5 +18,5 @@ else
   # shellcheck disable=SC2086
   for arg in ${CUSTOMOPS_CMAKE_ARGS:-}; do cmake_args+=(-C "cmake.args=$arg"); done
   echo "customops: building and installing with pip (pip install --no-build-isolation -e .) into $BUILD_DIR" >&2
-  "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e "$ROOT" -C "build-dir=$BUILD_DIR" "${cmake_args[@]}"
+  cached_build "the pip build in $BUILD_DIR" "$PYTHON" -m pip install -q --no-build-isolation --no-deps -e "$ROOT" -C "build-dir=$BUILD_DIR" "${cmake_args[@]}"
 fi

@@ -12,7 +12,7 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 cmake -S "$ROOT" -B "$ASAN_BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUSTOMOPS_PYTHON="$PYTHON" \
   -DCUSTOMOPS_WITH_CUDA=OFF -DCUSTOMOPS_SANITIZE=ON -DCUSTOMOPS_STAGE_PYTHON=OFF \
   -DCUSTOMOPS_CPU_CAPABILITIES=DEFAULT >/dev/null
-cmake --build "$ASAN_BUILD" --parallel "$(nproc)"
+cached_build "the sanitized build" cmake --build "$ASAN_BUILD" --parallel "$(nproc)"
 # CUSTOMOPS_SANITIZE_BUILD_ONLY=1: the build alone (scripts/test.sh makes it ahead, beside another leg's tests).
 [[ -z "${CUSTOMOPS_SANITIZE_BUILD_ONLY:-}" ]] || exit 0
 
@@ -27,8 +27,9 @@ export CUSTOMOPS_LIBRARY="$ASAN_BUILD/libcustomops.so" CUSTOMOPS_BUILD_DIR="$ASA
 export ATEN_CPU_CAPABILITY=default
 # That also makes Inductor generate scalar code, but its caches do not key on it: a graph compiled and cached
 # vectorised by an earlier run on this machine came back as source using at::vec, built without it (a C++
-# compile error in test_autocast). Its own cache directory keeps the two apart.
-export TORCHINDUCTOR_CACHE_DIR="$ASAN_BUILD/inductor-cache"
+# compile error in test_autocast). Its own cache directory keeps the two apart, shared by the checkouts here
+# as the default one is (scripts/caches.sh).
+export TORCHINDUCTOR_CACHE_DIR="$CUSTOMOPS_CACHE_HOME/inductor-scalar"
 
 status=0
 # The test programs link the ASan runtime themselves. The install test is left out: it builds a separate,

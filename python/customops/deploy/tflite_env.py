@@ -64,7 +64,7 @@ def create(folder: Path, base_python: Optional[str] = None) -> Path:
     if not _env_python(folder).exists():
         subprocess.run([base, "-m", "venv", str(folder)], check=True)
     env_python = str(_env_python(folder))
-    pip = [env_python, "-m", "pip", "install", "-q", "--no-cache-dir", "--disable-pip-version-check"]
+    pip = [env_python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
     # Pinned whole: --no-deps keeps pip from pulling TensorFlow's GPU build and OpenCV's GUI build, which
     # onnx2tf names, beside the CPU and headless builds listed.
     subprocess.run(pip + ["--no-deps", "-r", str(REQUIREMENTS)], check=True)

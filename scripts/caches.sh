@@ -1,0 +1,50 @@
+# Sourced by scripts/env.sh (after ROOT is set): the caches that every checkout on this machine shares, outside
+# any checkout, so that a fresh clone compiles and downloads only what no other checkout here already did.
+#
+# Compiler cache (ccache, where installed; CUSTOMOPS_CCACHE=0 turns it off): CMake takes the launchers from the
+# environment when it configures a build tree for the first time, so every build the scripts and the tests make
+# goes through it: the library (CMake or pip), the sanitized build, the tests' own builds. Paths under the
+# checkout are hashed relative to it (base_dir), so a clone in another folder hits what this one compiled.
+# CUSTOMOPS_CCACHE_DIR (default ~/.cache/customops/ccache) and CUSTOMOPS_CCACHE_MAXSIZE (default 8G; the least
+# recently used entries go first) choose where and how much.
+#
+# Download cache: pip's wheels, CUSTOMOPS_PIP_CACHE_DIR (default ~/.cache/customops/pip), so that torch's wheels
+# (about 4 GB each) are downloaded once per machine; env.sh skips it where the disk has no room for it.
+CUSTOMOPS_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}/customops"
+export PIP_CACHE_DIR="${CUSTOMOPS_PIP_CACHE_DIR:-$CUSTOMOPS_CACHE_HOME/pip}"
+
+if [[ "${CUSTOMOPS_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null; then
+  export CCACHE_DIR="${CUSTOMOPS_CCACHE_DIR:-$CUSTOMOPS_CACHE_HOME/ccache}"
+  export CCACHE_MAXSIZE="${CUSTOMOPS_CCACHE_MAXSIZE:-8G}"
+  export CCACHE_BASEDIR="$ROOT"
+  # The precompiled torch headers need pch_defines and time_macros (ccache cannot see through a .gch); the
+  # header's mtime is the configure's, newer in each fresh tree. Debug builds (the sanitized one) would hash the
+  # build folder's absolute path for their debug information: not hashed, a clone's objects name the first
+  # clone's paths in their line tables, which only a debugger reads.
+  export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
+  export CCACHE_NOHASHDIR=1
+  # The compilers' contents, not their modification times: nvcc from PyPI is a new file in each environment.
+  export CCACHE_COMPILERCHECK=content
+  export CMAKE_CXX_COMPILER_LAUNCHER=ccache CMAKE_CUDA_COMPILER_LAUNCHER=ccache
+else
+  # A build tree configured with the launcher keeps it: ccache then runs the compiler itself.
+  export CCACHE_DISABLE=1
+  unset CMAKE_CXX_COMPILER_LAUNCHER CMAKE_CUDA_COMPILER_LAUNCHER
+fi
+
+# cached_build <what> <command...>: runs a build, then prints how many of its compilations the cache served.
+cached_build() {
+  local what="$1"
+  shift
+  if [[ -z "${CMAKE_CXX_COMPILER_LAUNCHER:-}" ]]; then
+    "$@"
+    return
+  fi
+  local log
+  log="$(mktemp)"
+  CCACHE_STATSLOG="$log" "$@" || { rm -f "$log"; return 1; }
+  local hits
+  hits="$(CCACHE_STATSLOG="$log" ccache --show-log-stats 2>/dev/null | awk '/^ *Hits:/ { $1 = ""; print; exit }')"
+  echo "customops: compiler cache for $what: hits${hits:- 0 / 0}, in $CCACHE_DIR" >&2
+  rm -f "$log"
+}
