@@ -8,10 +8,28 @@
 # CUSTOMOPS_CCACHE_DIR (default ~/.cache/customops/ccache) and CUSTOMOPS_CCACHE_MAXSIZE (default 8G; the least
 # recently used entries go first) choose where and how much.
 #
-# Download cache: pip's wheels, CUSTOMOPS_PIP_CACHE_DIR (default ~/.cache/customops/pip), so that torch's wheels
-# (about 4 GB each) are downloaded once per machine; env.sh skips it where the disk has no room for it.
+# Download cache: a folder of wheels, CUSTOMOPS_WHEELS (default ~/.cache/customops/wheels; empty: none). The
+# scripts have pip put a requirement's wheels there (`pip wheel`, which downloads only those not there yet) and
+# install from it, so that torch's wheels (about 4 GB each) are downloaded once per machine. pip's own cache
+# keeps only what the index allows it to cache, which not every mirror does; env.sh goes without the folder where
+# the disk has no room for it.
 CUSTOMOPS_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}/customops"
-export PIP_CACHE_DIR="${CUSTOMOPS_PIP_CACHE_DIR:-$CUSTOMOPS_CACHE_HOME/pip}"
+CUSTOMOPS_WHEELS="${CUSTOMOPS_WHEELS-$CUSTOMOPS_CACHE_HOME/wheels}"
+
+# pip_install <python> <requirements...> (-r FILE, --no-deps, names): through the wheel folder where there is one.
+pip_install() {
+  local python="$1"
+  shift
+  if [[ -z "$CUSTOMOPS_WHEELS" ]]; then
+    "$python" -m pip install -q --no-cache-dir "$@"
+    return
+  fi
+  mkdir -p "$CUSTOMOPS_WHEELS"
+  "$python" -m pip wheel -q --no-cache-dir -w "$CUSTOMOPS_WHEELS" "$@"
+  "$python" -m pip install -q --no-cache-dir --no-index --find-links "$CUSTOMOPS_WHEELS" "$@"
+  # Bounded by use: wheels that no install has read for a month go.
+  find "$CUSTOMOPS_WHEELS" -name '*.whl' -atime +30 -delete
+}
 
 if [[ "${CUSTOMOPS_CCACHE:-1}" != 0 ]] && command -v ccache >/dev/null; then
   export CCACHE_DIR="${CUSTOMOPS_CCACHE_DIR:-$CUSTOMOPS_CACHE_HOME/ccache}"

@@ -27,21 +27,24 @@ export CUSTOMOPS_BUILD_DIR="$BUILD_DIR"
 source "$ROOT/scripts/caches.sh"
 
 # torch with its CUDA libraries takes about 6 GB in a venv, and pip needs about 4 GB more while it installs: fail
-# before starting rather than with "No space left on device" half-way through. pip's download cache
-# (scripts/caches.sh) keeps torch's wheels, about 4 GB more for each torch: where the disk has no room for them
-# as well, the install goes on without it.
+# before starting rather than with "No space left on device" half-way through. The wheel folder
+# (scripts/caches.sh) keeps torch's wheels, about 4 GB more for each torch: where the disk has no room for them as
+# well, the install goes on without it.
 ensure_disk_space() {
-  local need_gb=10 cache_gb=5 free_gb
+  local need_gb=10 wheels_gb=5 free_gb
   free_gb=$(df -Pk "$ROOT" | awk 'NR == 2 { print int($4 / 1048576) }')
   if ((free_gb < need_gb)); then
     echo "customops: installing $REQUIREMENTS into $VENV needs about $need_gb GB of free disk;" \
       "$free_gb GB is free there. Free some space, or set CUSTOMOPS_PYTHON to a python that has torch." >&2
     exit 1
   fi
-  cache_free_gb=$(mkdir -p "$PIP_CACHE_DIR" && df -Pk "$PIP_CACHE_DIR" | awk 'NR == 2 { print int($4 / 1048576) }')
-  if ((cache_free_gb < need_gb + cache_gb)); then
-    echo "customops: $cache_free_gb GB free for pip's download cache ($PIP_CACHE_DIR): installing without it" >&2
-    export PIP_NO_CACHE_DIR=1
+  if [[ -n "$CUSTOMOPS_WHEELS" ]]; then
+    mkdir -p "$CUSTOMOPS_WHEELS"
+    free_gb=$(df -Pk "$CUSTOMOPS_WHEELS" | awk 'NR == 2 { print int($4 / 1048576) }')
+    if ((free_gb < need_gb + wheels_gb)); then
+      echo "customops: $free_gb GB free for the wheel folder $CUSTOMOPS_WHEELS: installing without it" >&2
+      CUSTOMOPS_WHEELS=""
+    fi
   fi
 }
 
@@ -70,9 +73,9 @@ else
   stamp="$VENV/.requirements.sha256"
   if ! sha256sum --status -c "$stamp" 2>/dev/null; then
     compgen -G "$VENV/lib/python*/site-packages/torch" >/dev/null || ensure_disk_space
-    "$VENV/bin/python" -m pip install -q --upgrade pip
-    "$VENV/bin/python" -m pip install -q -r "$REQUIREMENTS"
-    "$VENV/bin/python" -m pip install -q --no-deps -r "$ROOT/requirements-headers.txt"
+    "$VENV/bin/python" -m pip install -q --no-cache-dir --upgrade pip
+    pip_install "$VENV/bin/python" -r "$REQUIREMENTS"
+    pip_install "$VENV/bin/python" --no-deps -r "$ROOT/requirements-headers.txt"
     sha256sum "$ROOT"/requirements*.txt "$ROOT"/requirements/*.txt >"$stamp"
   fi
   PYTHON="$VENV/bin/python"

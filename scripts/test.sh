@@ -108,7 +108,7 @@ if [[ -n "${VENV:-}" ]]; then
     tflite_env="$ROOT/.venv-tflite"
     tflite_stamp="$tflite_env/.requirements.sha256"
     if ! sha256sum --status -c "$tflite_stamp" 2>/dev/null; then
-      "$PYTHON" -m customops.deploy.tflite_env "$tflite_env"
+      "$PYTHON" -m customops.deploy.tflite_env "$tflite_env" ${CUSTOMOPS_WHEELS:+--wheels "$CUSTOMOPS_WHEELS"}
       sha256sum "$ROOT/python/customops/deploy/tflite-requirements.txt" >"$tflite_stamp"
     fi
     export CUSTOMOPS_TFLITE_PYTHON="$tflite_env/bin/python" CUSTOMOPS_REQUIRE_TFLITE_TEST=1

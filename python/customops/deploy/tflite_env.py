@@ -58,16 +58,25 @@ def python(explicit: Optional[str] = None) -> str:
                        f"CUSTOMOPS_TFLITE_PYTHON to a Python that has them.")
 
 
-def create(folder: Path, base_python: Optional[str] = None) -> Path:
-    """Creates (or completes) the environment in ``folder``; returns its Python."""
+def create(folder: Path, base_python: Optional[str] = None, wheels: Optional[Path] = None) -> Path:
+    """Creates (or completes) the environment in ``folder``; returns its Python. With ``wheels``, the packages'
+    wheels are kept in that folder (pip downloads only those missing there) and installed from it."""
     base = base_python or getattr(sys, "_base_executable", sys.executable)
     if not _env_python(folder).exists():
         subprocess.run([base, "-m", "venv", str(folder)], check=True)
     env_python = str(_env_python(folder))
-    pip = [env_python, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+
+    def pip(command: str, *args: str) -> None:
+        subprocess.run([env_python, "-m", "pip", command, "-q", "--disable-pip-version-check", "--no-cache-dir",
+                        *args], check=True)
+
     # Pinned whole: --no-deps keeps pip from pulling TensorFlow's GPU build and OpenCV's GUI build, which
     # onnx2tf names, beside the CPU and headless builds listed.
-    subprocess.run(pip + ["--no-deps", "-r", str(REQUIREMENTS)], check=True)
+    requirements = ["--no-deps", "-r", str(REQUIREMENTS)]
+    if wheels:
+        pip("wheel", "-w", str(wheels), *requirements)
+        requirements += ["--no-index", "--find-links", str(wheels)]
+    pip("install", *requirements)
     subprocess.run([env_python, "-c", "import onnx2tf, tensorflow, ai_edge_litert"], check=True)
     return Path(env_python)
 
@@ -80,7 +89,7 @@ def main(argv=None) -> int:
     parser.add_argument("--base-python", help="the Python to create it with (default: this one's)")
     options = parser.parse_args(argv)
     folder = options.folder or default_dir()
-    env_python = create(folder, options.base_python)
+    env_python = create(folder, options.base_python, options.wheels)
     print(f"customops: the TF-Lite environment is ready: {env_python}")
     if options.folder and options.folder != default_dir():
         print(f"  use it with CUSTOMOPS_TFLITE_PYTHON={env_python}")
