@@ -87,6 +87,8 @@ def main(argv=None) -> int:
     parser.add_argument("folder", nargs="?", type=Path, default=None,
                         help=f"where to create it (default: {default_dir()})")
     parser.add_argument("--base-python", help="the Python to create it with (default: this one's)")
+    parser.add_argument("--wheels", type=Path, default=None,
+                        help="a folder to keep the downloaded wheels in and install from (each downloaded once)")
     options = parser.parse_args(argv)
     folder = options.folder or default_dir()
     env_python = create(folder, options.base_python, options.wheels)
