@@ -135,6 +135,26 @@ def test_decompositions_join_inductor_when_it_loads(tmp_path):
     assert out.returncode == 0, out.stderr
 
 
+def test_deterministic_algorithms_compile_a_resize_with_its_backward_in_a_fresh_process(tmp_path):
+    # The backward decomposition declines under deterministic algorithms, leaving the op in a graph while it is in
+    # Inductor's decomposition table: its fallback must be there before any other graph has made one.
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, customops\n"
+            "torch.use_deterministic_algorithms(True)\n"
+            "model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1),\n"
+            "                            customops.UpsampleBilinear2d(scale_factor=2, coordinate_mode='asymmetric'))\n"
+            "x = torch.randn(2, 3, 8, 8, requires_grad=True)\n"
+            "torch.compile(model, fullgraph=True)(x).square().sum().backward()\n"
+            "want = torch.autograd.grad(model(x).square().sum(), x)[0]\n"
+            "torch.testing.assert_close(x.grad, want)\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path), TORCHINDUCTOR_FORCE_DISABLE_CACHES="1")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr[-3000:]
+
+
 @pytest.mark.parametrize("op", [op for op in DECOMPOSED_OPS if op.atomic_backward_decomposition], ids=str)
 def test_deterministic_algorithms_keep_the_backward_op(op: OpInfo):
     # The decomposed backward adds with atomics; torch.use_deterministic_algorithms(True) must keep our kernel,

@@ -25,6 +25,7 @@ from .._import_hook import when_imported
 __all__ = ["decomposed", "set_decomposed"]
 
 _INDUCTOR_TABLE = "torch._inductor.decomposition"
+_INDUCTOR_LOWERINGS = "torch._inductor.lowering"
 
 # op name -> its family module ({overload name: decomposition}, and whether compiled graphs decompose it by
 # default). A family without a module here keeps its ops whole in compiled graphs.
@@ -79,5 +80,22 @@ def set_decomposed(op: str, value: bool) -> None:
     _sync()
 
 
+def _fallbacks(lowering) -> None:
+    """Gives each op with a decomposition the fallback lowering (one call of our kernel) it gets when kept whole.
+
+    A decomposition may decline a call (return ``NotImplemented``: upsample's backward under deterministic
+    algorithms), which leaves the op in the graph while it is still in the decomposition table; Inductor's
+    implicit fallback refuses such an op ("both a fallback and a decomp for same op"). Made up front, with the
+    layout constraint the implicit one takes, it serves every graph, whatever was compiled before."""
+    from torch._library.utils import get_layout_constraint_tag
+
+    for name in _FAMILIES:
+        for op in _table(name):
+            if op not in lowering.lowerings:
+                constraint = lowering.tag_to_layout_constraint(get_layout_constraint_tag(op, with_default=True))
+                lowering.make_fallback(op, layout_constraint=constraint, warn=False, override_decomp=True)
+
+
 def install() -> None:
     when_imported(_INDUCTOR_TABLE, _sync)
+    when_imported(_INDUCTOR_LOWERINGS, _fallbacks)
