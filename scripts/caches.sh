@@ -61,8 +61,9 @@ cached_build() {
   local log
   log="$(mktemp)"
   CCACHE_STATSLOG="$log" "$@" || { rm -f "$log"; return 1; }
-  local hits
-  hits="$(CCACHE_STATSLOG="$log" ccache --show-log-stats 2>/dev/null | awk '/^ *Hits:/ { $1 = ""; print; exit }')"
-  echo "customops: compiler cache for $what: hits${hits:- 0 / 0}, in $CCACHE_DIR" >&2
+  # ccache's stats log: a line with each compilation's result among its counters.
+  awk -v what="$what" -v dir="$CCACHE_DIR" '/^(direct|preprocessed)_cache_hit$/ { hit++ } /^cache_miss$/ { miss++ }
+    END { n = hit + miss; printf "customops: compiler cache for %s: %d of %d compilations hit%s, in %s\n", what, hit, n,
+          n ? sprintf(" (%.0f%%)", 100 * hit / n) : "", dir }' "$log" >&2
   rm -f "$log"
 }
