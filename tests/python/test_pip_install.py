@@ -72,9 +72,24 @@ def wheel(tmp_path_factory):
     return path
 
 
+def _work_dir(config, tmp_path_factory, name: str) -> Path:
+    """A fresh folder for the venv or the consumer's build. Where the scripts run the tests (they name their
+    build directory), one inside it: the same path relative to the checkout in every clone, so that the compiler
+    cache (scripts/caches.sh hashes paths under the checkout relative to it) serves the consumer's build again.
+    Only while this file's tests run in one process: pytest-xdist's default distribution would give two workers
+    the same folder."""
+    build = os.environ.get("CUSTOMOPS_WHEEL_BUILD_DIR")
+    if not build or config.getoption("dist", "no") not in ("no", "loadfile"):
+        return tmp_path_factory.mktemp(name)
+    folder = Path(build) / "pip-install-test" / name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    return folder
+
+
 @pytest.fixture(scope="module")
-def venv(wheel, tmp_path_factory):
-    env_dir = tmp_path_factory.mktemp("venv")
+def venv(wheel, tmp_path_factory, pytestconfig):
+    env_dir = _work_dir(pytestconfig, tmp_path_factory, "venv")
     _run([sys.executable, "-m", "venv", "--without-pip", env_dir])
     python = env_dir / "bin" / "python"
     # This environment's site-packages and torch's, after the venv's own: a .pth line only adds the
@@ -137,7 +152,7 @@ def test_installed_torchscript_runner_runs_a_model(venv, tmp_path):
     assert json.loads(done.stdout.strip().splitlines()[-1])["shape"] == [3, 5]
 
 
-def test_find_package_consumer_builds_against_the_installed_package(venv, tmp_path):
+def test_find_package_consumer_builds_against_the_installed_package(venv, tmp_path, tmp_path_factory, pytestconfig):
     prefix = _run([venv, "-c", "import customops, torch.utils; "
                                "print(customops.cmake_prefix_path + ';' + torch.utils.cmake_prefix_path)"],
                   cwd=tmp_path, env=_clean_env()).stdout.strip()
@@ -147,6 +162,7 @@ def test_find_package_consumer_builds_against_the_installed_package(venv, tmp_pa
     runs = Path(nvcc).exists() and subprocess.run([nvcc, "--version"], capture_output=True).returncode == 0
     if torch.version.cuda and runs:
         args.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
-    _run(["cmake", "-S", ROOT / "tests" / "cpp" / "consumer", "-B", tmp_path / "build", *args])
-    _run(["cmake", "--build", tmp_path / "build"], timeout=900)
-    assert "max error" in _run([tmp_path / "build" / "consumer"]).stdout
+    build = _work_dir(pytestconfig, tmp_path_factory, "consumer")
+    _run(["cmake", "-S", ROOT / "tests" / "cpp" / "consumer", "-B", build, *args])
+    _run(["cmake", "--build", build], timeout=900)
+    assert "max error" in _run([build / "consumer"]).stdout
