@@ -20,6 +20,7 @@ ahead() {
   ahead_what="$1"
   shift
   ahead_log="$(mktemp)"
+  ahead_start=$SECONDS
   set -m
   nice -n 19 "$@" >"$ahead_log" 2>&1 &
   ahead_pid=$!
@@ -32,7 +33,7 @@ wait_ahead() {
     tail -n 30 "$ahead_log" >&2
   fi
   ahead_pid=""
-  echo "customops: waited $((SECONDS - start)) s for $ahead_what" >&2
+  echo "customops: waited $((SECONDS - start)) s for $ahead_what (made ahead in $((SECONDS - ahead_start)) s)" >&2
   rm -f "$ahead_log"
 }
 
