@@ -60,6 +60,12 @@ include(CustomopsCudaToolchain)
 
 find_package(Torch REQUIRED)
 customops_torch_link_fixes(torch)
+if(CMAKE_CUDA_COMPILER_LOADED)
+  # nvcc's system include directories as `-isystem <dir>`, not CMake's `-isystem=<dir>`: nvcc takes both, and the
+  # compiler cache (ccache) hashes only the first form relative to the checkout, so that torch's headers in the
+  # checkout's environment leave a clone in another folder hitting the objects another checkout compiled.
+  set(CMAKE_INCLUDE_SYSTEM_FLAG_CUDA "-isystem ")
+endif()
 
 # The C++ standard is the one torch's headers need: C++17 up to torch 2.11, C++20 from releases whose
 # CMake package puts cxx_std_20 (or, for a compiler CMake knows no features of, -std=c++20) on the torch
