@@ -61,7 +61,10 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   # The legs' tests run one after another; the next leg's set-up (its environment, its build) runs ahead, beside
   # the previous leg, at the lowest priority: its downloads wait on the network, not on the cores, and its build
   # takes what the tests leave idle (at normal priority, a build beside them made the tests 2.5 times as long).
-  # The leg then finds its environment and build made, or shows what failed when it makes them itself.
+  # The leg then finds its environment and build made, or shows what failed when it makes them itself. It still
+  # pays with the caches warm (scripts/caches.sh): made alone, the oldest torch's set-up took 112 s and the
+  # sanitized build 17 s, made ahead both were ready when their legs began; cold, the legs waited 190 and 213 s
+  # for set-ups that took minutes more (2026-12-01, 2 cores, docs/guide/install.md's table).
   bash "$ROOT/scripts/system_tools.sh"  # once, before anything runs beside it (apt-get holds a lock)
   ahead "torch $oldest's environment and build" env "${oldest_env[@]}" bash "$ROOT/scripts/install.sh"
   status=0
