@@ -13,7 +13,8 @@
 # install from it, so that torch's wheels (about 4 GB each) are downloaded once per machine. pip's own cache
 # keeps only what the index allows it to cache, which not every mirror does; env.sh goes without the folder where
 # the disk has no room for it.
-CUSTOMOPS_CACHE_HOME="${XDG_CACHE_HOME:-$HOME/.cache}/customops"
+# (~ rather than $HOME: bash finds the home folder itself where HOME is not set.)
+CUSTOMOPS_CACHE_HOME=${XDG_CACHE_HOME:-~/.cache}/customops
 CUSTOMOPS_WHEELS="${CUSTOMOPS_WHEELS-$CUSTOMOPS_CACHE_HOME/wheels}"
 
 # pip_install <python> <requirements...> (-r FILE, --no-deps, names): through the wheel folder where there is one.
