@@ -1,5 +1,6 @@
 // Kernels of the customops_backends ops (schemas.cpp): the per-op choice between customops' CUDA kernels
 // and PyTorch's. They take no tensors, so one kernel serves every dispatch key.
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
@@ -29,11 +30,10 @@ void clear_timed() {
   backend::tuned().clear();
 }
 
-// The rule's pick per pass for a call of these sizes, checked as the op checks them (on meta tensors).
-std::vector<std::string> depthwise_conv2d_rule(at::IntArrayRef input_size, at::IntArrayRef weight_size,
-                                               at::ScalarType dtype, bool channels_last, bool bias,
-                                               at::IntArrayRef stride, at::IntArrayRef padding,
-                                               at::IntArrayRef dilation) {
+// A depthwise call's plan from its sizes, checked as the op checks them (on meta tensors).
+conv::DepthwisePlan meta_plan(at::IntArrayRef input_size, at::IntArrayRef weight_size, at::ScalarType dtype,
+                              bool channels_last, bool bias, at::IntArrayRef stride, at::IntArrayRef padding,
+                              at::IntArrayRef dilation) {
   const auto options = at::TensorOptions().device(at::kMeta).dtype(dtype);
   const auto format = channels_last && input_size.size() == 4 ? at::MemoryFormat::ChannelsLast
                                                               : at::MemoryFormat::Contiguous;
@@ -41,11 +41,54 @@ std::vector<std::string> depthwise_conv2d_rule(at::IntArrayRef input_size, at::I
   const auto w = at::empty(weight_size, options);
   const std::optional<at::Tensor> b = bias && !weight_size.empty() ? std::optional(at::empty({weight_size[0]}, options))
                                                                    : std::nullopt;
-  const auto p = conv::depthwise_plan(x, w, b, stride, padding, dilation, /*allocate=*/false);
+  return conv::depthwise_plan(x, w, b, stride, padding, dilation, /*allocate=*/false);
+}
+
+constexpr conv::DepthwisePass kPasses[] = {conv::DepthwisePass::forward, conv::DepthwisePass::input_grad,
+                                           conv::DepthwisePass::weight_grad};
+
+// As the CUDA kernels ask (kernels/cuda/depthwise_conv2d/choice.cpp): the bias goes with the forward and with
+// the weight gradient, so that a timed choice is found under the key it was kept by.
+conv::DepthwiseCase pass_case(conv::DepthwisePass pass, const conv::DepthwisePlan& p, bool bias) {
+  return conv::depthwise_case(pass, p, pass != conv::DepthwisePass::input_grad && bias);
+}
+
+// The rule's pick per pass for a call of these sizes.
+std::vector<std::string> depthwise_conv2d_rule(at::IntArrayRef input_size, at::IntArrayRef weight_size,
+                                               at::ScalarType dtype, bool channels_last, bool bias,
+                                               at::IntArrayRef stride, at::IntArrayRef padding,
+                                               at::IntArrayRef dilation) {
+  const auto p = meta_plan(input_size, weight_size, dtype, channels_last, bias, stride, padding, dilation);
   std::vector<std::string> picks;
-  for (auto pass : {conv::DepthwisePass::forward, conv::DepthwisePass::input_grad, conv::DepthwisePass::weight_grad}) {
-    const auto c = conv::depthwise_case(pass, p, pass == conv::DepthwisePass::weight_grad && bias);
-    picks.emplace_back(backend::name(conv::depthwise_rule(c)));
+  for (auto pass : kPasses) picks.emplace_back(backend::name(conv::depthwise_rule(pass_case(pass, p, bias))));
+  return picks;
+}
+
+// What a CUDA call of these sizes on `device` runs per pass, decided as the CUDA kernels decide
+// (kernels/cuda/common/timed_choice.h) without running anything: the forced policy, else in benchmark mode
+// the choice timed for the shape ("untimed" where none is yet), else the rule. Compiled graphs ask it.
+std::vector<std::string> depthwise_conv2d_choice(at::IntArrayRef input_size, at::IntArrayRef weight_size,
+                                                 at::ScalarType dtype, bool channels_last, bool bias,
+                                                 at::IntArrayRef stride, at::IntArrayRef padding,
+                                                 at::IntArrayRef dilation, int64_t device) {
+  const auto p = meta_plan(input_size, weight_size, dtype, channels_last, bias, stride, padding, dilation);
+  const auto policy = backend::policy("depthwise_conv2d");
+  const auto& ctx = at::globalContext();
+  const bool timing = ctx.benchmarkCuDNN() && !ctx.deterministicAlgorithms();
+  std::vector<std::string> picks;
+  for (auto pass : kPasses) {
+    const auto c = pass_case(pass, p, bias);
+    const bool choice = conv::depthwise_has_choice(c);
+    if (policy == backend::Policy::customops || !choice) {
+      picks.emplace_back(backend::name(backend::Impl::customops));
+    } else if (policy == backend::Policy::pytorch) {
+      picks.emplace_back(backend::name(backend::Impl::pytorch));
+    } else if (timing) {
+      const auto known = backend::tuned().find(conv::depthwise_key(c, static_cast<int>(device)));
+      picks.emplace_back(known ? backend::name(*known) : "untimed");
+    } else {
+      picks.emplace_back(backend::name(conv::depthwise_rule(c)));
+    }
   }
   return picks;
 }
@@ -59,6 +102,7 @@ TORCH_LIBRARY_IMPL(customops_backends, CompositeImplicitAutograd, m) {
   m.impl("timed", &timed);
   m.impl("clear_timed", &clear_timed);
   m.impl("depthwise_conv2d_rule", &depthwise_conv2d_rule);
+  m.impl("depthwise_conv2d_choice", &depthwise_conv2d_choice);
 }
 
 }  // namespace customops

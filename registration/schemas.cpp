@@ -68,4 +68,8 @@ TORCH_LIBRARY(customops_backends, m) {
   // What the rule picks per pass (forward, input_grad, weight_grad) for a depthwise layer's call on CUDA.
   m.def("depthwise_conv2d_rule(int[] input_size, int[] weight_size, ScalarType dtype, bool channels_last, "
         "bool bias, int[2] stride, int[2] padding, int[2] dilation) -> str[]");
+  // What such a call on CUDA device `device` runs per pass now: the policy, the benchmark mode's timed choice
+  // ("untimed" where the shape has not been timed yet) or the rule. Compiled graphs decide by it.
+  m.def("depthwise_conv2d_choice(int[] input_size, int[] weight_size, ScalarType dtype, bool channels_last, "
+        "bool bias, int[2] stride, int[2] padding, int[2] dilation, int device) -> str[]");
 }
