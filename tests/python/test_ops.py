@@ -158,7 +158,10 @@ def test_autocast(op: OpInfo, device, low):
     with torch.autocast(device, dtype=low):
         eager, got = op.op(*sample.args, **sample.kwargs), compiled(*sample.args)
     assert got.dtype == eager.dtype
-    torch.testing.assert_close(got, eager, msg=lambda m: f"{sample.name} (compiled): {m}")
+    # Within the op's tolerances: a compiled graph may round where the kernels do not (a convolution's bias added
+    # to its rounded result, as Inductor does for nn.Conv2d on GPUs).
+    rtol, atol = op.tolerances[low]
+    torch.testing.assert_close(got, eager, rtol=rtol, atol=atol, msg=lambda m: f"{sample.name} (compiled): {m}")
 
 
 @pytest.mark.parametrize("op,device", list(op_device_params()))
