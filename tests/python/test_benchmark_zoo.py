@@ -74,7 +74,8 @@ def test_summary_geomeans_only_the_columns_that_were_timed():
     rows = [zoo.ZooRow("a", "bf16-channels_last", 2, eager=zoo.Spread(0.5), graphed=zoo.Spread(1.0)),
             zoo.ZooRow("b", "bf16-channels_last", 2, eager=zoo.Spread(2.0), graphed=zoo.Spread(4.0))]
     (row,) = zoo.summary(rows)
-    assert row[4:7] == ("1.000", "2.000", "—")  # eager, graphed, compiled (not timed: --no-compile)
+    # eager, graphed, compiled and reduce-overhead (not timed)
+    assert row[4:8] == ("1.000", "2.000", "—", "—")
 
 
 def test_depthwise_passes_zoo_cases_are_the_distinct_depthwise_shapes():

@@ -1,8 +1,8 @@
 """python -m customops.benchmark.zoo: timm models, original against customops.convert's, in one run.
 
     python -m customops.benchmark.zoo [--models efficientnet_b0,...|any timm model] [--configs bf16-channels_last,float32-nchw]
-        [--batch N] [--repeats N] [--no-compile] [--check-only] [--quick] [--cudnn-benchmark] [--markdown F.md]
-        [--plot F.png]
+        [--batch N] [--repeats N] [--timings eager,graphed,compiled,reduce-overhead] [--no-compile] [--check-only]
+        [--quick] [--cudnn-benchmark] [--markdown F.md] [--plot F.png]
 
 The zoo: models of the timm families people train with depthwise convolutions (EfficientNet, MobileNet v3/v4,
 ConvNeXt v2, InceptionNeXt, MixNet, LCNet, EdgeNeXt, MobileViT v2, GhostNet, EfficientViT, TinyNet) and one
@@ -10,9 +10,9 @@ segmentation-style model with bilinear resizes (a timm MobileNet v3 backbone und
 random weights (pip install 'customops[benchmark]': timm). For each model and configuration it converts the
 model (customops.convert), checks the converted model's outputs and gradients against the original's (the
 check of customops.benchmark.models, before timing), then times a training step (zero_grad + forward + loss +
-backward) of both: eager (wall clock: the host's time counts), replayed as a CUDA graph (the GPU's time alone)
-and torch.compile'd, in interleaved rounds; converted / original is the median of the rounds' ratios with the
-spread of the middle half. Per step it also gives the GPU kernel time and the number of kernels launched (one
+backward) of both: eager (wall clock: the host's time counts), replayed as a CUDA graph (the GPU's time alone),
+torch.compile'd, and (--timings) compiled with mode="reduce-overhead", in interleaved rounds; converted /
+original is the median of the rounds' ratios with the spread of the middle half. Per step it also gives the GPU kernel time and the number of kernels launched (one
 profiled eager step) and the host's time to issue one step. --check-only runs the check alone (the CPU test
 does, on small inputs). The depthwise layers' passes, one by one: python -m customops.benchmark.depthwise_choice.
 """
@@ -47,6 +47,8 @@ TIMM_MODELS = (
 SEGMENTATION = "fpn_mobilenetv3"  # timm backbone + feature-pyramid decoder with bilinear nn.Upsample layers
 ZOO = (*TIMM_MODELS, SEGMENTATION)
 CONFIGS = ("bf16-channels_last", "float32-nchw")
+TIMINGS = ("eager", "graphed", "compiled", "reduce-overhead")
+DEFAULT_TIMINGS = ("eager", "graphed", "compiled")
 
 
 def _timm():
@@ -135,6 +137,7 @@ class ZooRow:
     eager: Spread = field(default_factory=Spread)
     graphed: Spread = field(default_factory=Spread)
     compiled: Spread = field(default_factory=Spread)
+    reduce_overhead: Spread = field(default_factory=Spread)  # torch.compile(mode="reduce-overhead")
     kernel_ms: tuple[float, float] = (math.nan, math.nan)  # GPU kernel time of one eager step
     launches: tuple[int, int] = (0, 0)  # kernels launched by one eager step
     host_ms: tuple[float, float] = (math.nan, math.nan)  # the host's time to issue one eager step
@@ -146,11 +149,12 @@ class ZooRow:
             return "—" if v[0] != v[0] or (isinstance(v[0], int) and v[0] == 0) else " / ".join(fmt.format(x) for x in v)
 
         return (self.model, self.config, str(self.batch), self.swapped, self.eager.cell(), self.graphed.cell(),
-                self.compiled.cell(), pair(self.eager.ms), pair(self.kernel_ms), pair(self.launches, "{}"),
-                pair(self.host_ms), self.check)
+                self.compiled.cell(), self.reduce_overhead.cell(), pair(self.eager.ms), pair(self.kernel_ms),
+                pair(self.launches, "{}"), pair(self.host_ms), self.check)
 
 
 HEADER = ("model", "config", "batch", "swapped", "eager conv/orig", "graphed conv/orig", "compiled conv/orig",
+          "reduce-overhead conv/orig",
           "eager ms orig / conv", "kernel ms orig / conv", "launches orig / conv", "host ms orig / conv", "check")
 
 
@@ -188,7 +192,7 @@ def host_ms(step: Callable[[], None], device: torch.device, repeats: int) -> flo
 
 
 def run(name: str, config_name: str, device: torch.device, batch: int, size: int, warmup: int, repeats: int,
-        compiled: bool, check_only: bool) -> ZooRow:
+        timings: tuple[str, ...] = TIMINGS, check_only: bool = False) -> ZooRow:
     config = bench.CONFIGS[config_name]
     row = ZooRow(name, config_name, batch)
     pristine = build(name)
@@ -201,12 +205,14 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
     if check_only:
         return row
     steps = [bench.train_step(m, x, config) for m in (original, converted)]
-    row.eager = interleaved(steps, device, warmup, repeats)
-    row.host_ms = tuple(host_ms(s, device, repeats) for s in steps)
-    if device.type == "cuda":
+    if "eager" in timings:
+        row.eager = interleaved(steps, device, warmup, repeats)
+        row.host_ms = tuple(host_ms(s, device, repeats) for s in steps)
+    if device.type == "cuda" and "eager" in timings:
         profiled = [kernel_profile(s, device) for s in steps]
         row.kernel_ms = (profiled[0][0], profiled[1][0])
         row.launches = (profiled[0][1], profiled[1][1])
+    if device.type == "cuda" and "graphed" in timings:
         try:
             graphs = [bench.graphed(bench.train_step(m, x, config, autocast_cache=False), device)
                       for m in (original, converted)]
@@ -217,12 +223,15 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
             torch.cuda.synchronize(device)
         for m in (original, converted):
             m.zero_grad(set_to_none=True)
-    if compiled:
+    for mode in (m for m in ("compiled", "reduce-overhead") if m in timings):
         torch._dynamo.reset()
-        models = (torch.compile(original), torch.compile(converted))
-        text, ok, _ = bench.compiled_check(original, converted, models, swapped, x, config)
-        row.compiled = interleaved([bench.train_step(m, x, config) for m in models], device, warmup, repeats)
-        row.check, row.ok = f"{row.check}; compiled {text}", row.ok and ok
+        options = {"mode": mode} if mode != "compiled" else {}
+        models = (torch.compile(original, **options), torch.compile(converted, **options))
+        if mode == "compiled":  # the check of the compiled graphs; reduce-overhead replays the same graphs
+            text, ok, _ = bench.compiled_check(original, converted, models, swapped, x, config)
+            row.check, row.ok = f"{row.check}; compiled {text}", row.ok and ok
+        spread = interleaved([bench.train_step(m, x, config) for m in models], device, warmup, repeats)
+        setattr(row, mode.replace("-", "_"), spread)
         torch._dynamo.reset()
     return row
 
@@ -236,7 +245,8 @@ def summary(rows: list[ZooRow]) -> list[tuple[str, ...]]:
     out = []
     for config in sorted({r.config for r in rows}):
         mine = [r for r in rows if r.config == config]
-        means = (geomean([getattr(r, k).ratio for r in mine]) for k in ("eager", "graphed", "compiled"))
+        means = (geomean([getattr(r, k).ratio for r in mine])
+                 for k in ("eager", "graphed", "compiled", "reduce_overhead"))
         out.append((f"geomean {config}", "", "", "", *(f"{m:.3f}" if m == m else "—" for m in means),
                     "", "", "", "", ""))
     return out
@@ -253,9 +263,11 @@ def plot(rows: list[ZooRow], path: str, title: str) -> None:
     for ax, config in zip(axes[:, 0], configs):
         mine = [r for r in rows if r.config == config]
         xs = range(len(mine))
-        for i, (kind, offset) in enumerate((("eager", -0.27), ("graphed", 0.0), ("compiled", 0.27))):
+        kinds = ("eager", "graphed", "compiled", "reduce_overhead")
+        for i, kind in enumerate(kinds):
             spreads = [getattr(r, kind) for r in mine]
-            ax.bar([x + offset for x in xs], [s.ratio for s in spreads], 0.27, label=kind,
+            offset = (i - (len(kinds) - 1) / 2) * 0.2
+            ax.bar([x + offset for x in xs], [s.ratio for s in spreads], 0.2, label=kind.replace("_", "-"),
                    yerr=[[max(0.0, s.ratio - s.low) if s.ratio == s.ratio else 0 for s in spreads],
                          [max(0.0, s.high - s.ratio) if s.ratio == s.ratio else 0 for s in spreads]], capsize=2)
         ax.axhline(1.0, color="grey", linewidth=0.8, linestyle="--")
@@ -279,6 +291,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="batch 2 at 64x64 (a smoke test, not a measurement)")
     p.add_argument("--repeats", type=int, default=10, help="interleaved rounds per timing (default 10)")
     p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--timings", default=",".join(DEFAULT_TIMINGS),
+                   help="comma-separated, of: " + ", ".join(TIMINGS) + " (default: " + ",".join(DEFAULT_TIMINGS)
+                        + "; reduce-overhead: torch.compile(mode='reduce-overhead'), CUDA graphs of the compiled "
+                        "graphs)")
     p.add_argument("--no-compile", action="store_true", help="leave out the torch.compile'd steps")
     p.add_argument("--check-only", action="store_true", help="only check each converted model, time nothing")
     p.add_argument("--markdown", help="write the table as Markdown to this file")
@@ -292,6 +308,9 @@ def main(argv: list[str] | None = None) -> int:
 
     device = torch.device(args.device)
     names = model_names(args.models)
+    timings = tuple(bench._names(args.timings, dict.fromkeys(TIMINGS), "timing"))
+    if args.no_compile:
+        timings = tuple(t for t in timings if t not in ("compiled", "reduce-overhead"))
     configs = bench._names(args.configs, dict.fromkeys(CONFIGS), "config")
     small = args.quick or device.type == "cpu"
     batch = args.batch or (2 if small else 128)
@@ -302,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         for config in configs:
             try:
-                row = run(name, config, device, batch, size, args.warmup, args.repeats,
-                          compiled=not args.no_compile and not args.check_only, check_only=args.check_only)
+                row = run(name, config, device, batch, size, args.warmup, args.repeats, timings,
+                          check_only=args.check_only)
             except Exception as e:  # noqa: BLE001  (one broken model must not hide the others)
                 traceback.print_exc()
                 row = ZooRow(name, config, batch, check=f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:150]}")
@@ -324,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             "float32), backward, no optimizer; bf16: autocast around the forward. Ratios: converted / original, "
             f"the median of {args.repeats} interleaved rounds' ratios and (in brackets) the middle half of them, after "
             f"{args.warmup} warm-up steps; below 1 the converted model is faster. eager: wall clock per step; graphed: "
-            "the step captured as a CUDA graph and replayed (GPU time alone); compiled: torch.compile (default mode). "
+            "the step captured as a CUDA graph and replayed (GPU time alone); compiled: torch.compile (default mode); "
+            "reduce-overhead: torch.compile(mode='reduce-overhead'). "
             "kernel ms and launches: one profiled eager step; host ms: the host's time to issue one eager step with the "
             f"GPU idle at its start. cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
             f"depthwise_conv2d {customops.backends.get('depthwise_conv2d')}). Check: customops.benchmark.models' "
