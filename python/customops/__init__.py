@@ -21,6 +21,7 @@ from . import sharding  # noqa: E402,F401  (DTensor sharding rules; after the li
 from .convert import ConversionReport, convert
 from . import inductor  # noqa: E402  (which ops torch.compile's Inductor decomposes)
 from . import litert  # noqa: E402  (the ops in litert-torch's PyTorch -> TF-Lite conversion)
+from . import executorch  # noqa: E402  (the ops in ExecuTorch programs)
 from .onnx import _hook as _onnx_hook
 from . import functional, modules
 # Every op's function and nn.Module, which their packages find per family (a new op's come with its files).
@@ -31,9 +32,11 @@ from .modules import *  # noqa: E402,F401,F403
 # so that importing customops does not import onnxscript (customops/onnx/_hook.py says why).
 _onnx_hook.install()
 # Likewise the Inductor-only decompositions join Inductor's table when Inductor is first imported,
-# and the ops' decompositions and lowerings join litert-torch's tables when it is first imported.
+# and the ops' decompositions and lowerings join litert-torch's tables when it is first imported, and
+# ExecuTorch's when its program module is.
 inductor.install()
 litert.install()
+executorch.install()
 
 __version__ = build_info().get("version", "0+unknown")
 # For find_package(customops) in C++ projects, as torch.utils.cmake_prefix_path for Torch:
@@ -52,6 +55,6 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "ConversionReport", "aoti", "backends", "build_info", "cmake_prefix_path", "convert", "functional", "inductor",
-    "library_path", "litert", "modules", "runner_path", *functional.__all__, *modules.__all__,
+    "ConversionReport", "aoti", "backends", "build_info", "cmake_prefix_path", "convert", "executorch", "functional",
+    "inductor", "library_path", "litert", "modules", "runner_path", *functional.__all__, *modules.__all__,
 ]

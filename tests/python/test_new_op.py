@@ -58,8 +58,9 @@ def test_quick_gelu_maths_become_stubs_the_tests_reject():
     assert formulas.count(f'raise NotImplementedError("TODO({NAME})")') == 3 and "sigmoid" not in formulas
     for place in ("tests/python/op_db", "python/customops/benchmark/ops"):
         assert f"pointwise import {NAME} as formulas" in text[f"{place}/{NAME}.py"], place
-    # torch.func, sharding, ONNX, Inductor and litert-torch make their parts from the formulas: no files there.
-    for concern in ("func", "sharding", "onnx", "inductor", "litert", "modules"):
+    # torch.func, sharding, ONNX, Inductor, litert-torch and ExecuTorch make their parts from the formulas: no files
+    # there.
+    for concern in ("func", "sharding", "onnx", "inductor", "litert", "executorch", "modules"):
         assert f"python/customops/{concern}/{NAME}.py" not in text, concern
     # The function (its docs lines and docstring TODOs) and the module, which their packages find and export.
     functional = text[f"python/customops/functional/{NAME}.py"]

@@ -57,6 +57,8 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
      "file)"),
     ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite): a lowering of its own, or a "
      "decomposition where litert-torch cannot convert the Inductor one (no file: the Inductor decomposition)"),
+    ("python/customops/executorch/{family}.py", "ExecuTorch: a core-ATen decomposition where litert's (or the "
+     "Inductor one) is not one or its runtime refuses it (no file: litert's)"),
     ("tests/python/op_db/{family}.py", "the OpInfo: reference, samples, errors, strategies, fuzz call, cost"),
     ("python/customops/benchmark/ops/{family}.py", "benchmark cases against PyTorch (eager, compiled) and the demo"),
 )

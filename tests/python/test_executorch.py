@@ -1,0 +1,93 @@
+"""ExecuTorch: every op's samples exported, lowered (XNNPACK delegate on and off), made a program and run by
+ExecuTorch's runtime, against eager PyTorch (customops.executorch)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import customops
+from op_db import OP_DB, OpInfo
+
+pytest.importorskip("executorch.exir", reason="needs executorch (requirements/torch-2.15.txt)")
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # noqa: E402
+from executorch.exir import to_edge_transform_and_lower  # noqa: E402
+from executorch.runtime import Runtime  # noqa: E402
+
+# A compact sample of each op (a conversion takes seconds): its first sample with data (ExecuTorch's planner
+# takes no empty tensors); test_the_decompositions_compute_the_ops checks every sample.
+SAMPLES_PER_OP = 1
+
+
+def _samples(op: OpInfo):
+    samples = [s for s in op.sample_inputs("cpu", torch.float32, False) if all(t.numel() > 0 for t in s.tensors())]
+    return samples[:SAMPLES_PER_OP]
+
+
+def _run(program, inputs):
+    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    return method.execute(list(inputs))
+
+
+def test_every_op_has_a_core_aten_decomposition():
+    table = customops.executorch.decompositions()
+    assert {op.overload for op in OP_DB} <= set(table), {op.name for op in OP_DB} - {o.name() for o in table}
+
+
+def _as_in_a_graph(op: OpInfo, kwargs: dict) -> dict:
+    """The arguments as an exported graph passes them: an int given for an int[2] is a pair."""
+    lists = {a.name for a in op.overload._schema.arguments if str(a.type).startswith(("List[int]", "List[SymInt]"))}
+    return {k: [v, v] if k in lists and isinstance(v, int) else list(v) if k in lists else v
+            for k, v in kwargs.items()}
+
+
+@pytest.mark.parametrize("op", OP_DB, ids=str)
+def test_the_decompositions_compute_the_ops(op: OpInfo):
+    decomposition = customops.executorch.decompositions()[op.overload]
+    for dtype in (torch.float32, torch.float64):
+        for sample in op.sample_inputs("cpu", dtype, False):
+            want = op.overload(*sample.args, **sample.kwargs)
+            got = decomposition(*sample.args, **_as_in_a_graph(op, sample.kwargs))
+            rtol, atol = op.tolerances[dtype]
+            torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{sample.name} {dtype}: {m}")
+
+
+def test_importing_executorch_registers_the_ops():
+    import executorch.exir.program._program  # noqa: F401
+
+    assert customops.executorch.is_registered(), customops.executorch.error
+
+
+@pytest.mark.parametrize("delegate", [True, False], ids=["xnnpack", "portable"])
+@pytest.mark.parametrize("op", OP_DB, ids=str)
+def test_programs_run_what_eager_runs(op: OpInfo, delegate):
+    for sample in _samples(op):
+        module, inputs = op.module(sample)
+        with torch.no_grad():
+            want = module(*inputs)
+        exported = torch.export.export(module, tuple(inputs))
+        program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()] if delegate else None)
+        program = program.to_executorch()
+        ops = [str(n.target) for n in program.exported_program().graph.nodes if n.op == "call_function"]
+        assert not any("customops" in o for o in ops), ops
+        (got,) = _run(program, inputs)
+        scale = max(1.0, float(want.abs().max()))
+        assert got.shape == want.shape, sample.name
+        assert float((got - want).abs().max()) <= 1e-5 * scale, f"{sample.name}: {(got - want).abs().max()}"
+
+
+def test_a_fresh_process_that_imports_executorch_first(tmp_path):
+    # ExecuTorch imported before customops: the registration happens at `import customops`.
+    code = ("import executorch.exir, torch, customops\n"
+            "from executorch.exir import to_edge_transform_and_lower\n"
+            "m = customops.DepthwiseConv2d(4, 4, 3, padding=1).eval()\n"
+            "x = torch.randn(1, 4, 8, 8)\n"
+            "to_edge_transform_and_lower(torch.export.export(m, (x,))).to_executorch()\n"
+            "assert customops.executorch.is_registered()\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert out.returncode == 0, out.stderr[-3000:]
