@@ -12,8 +12,8 @@ model (customops.convert), checks the converted model's outputs and gradients ag
 check of customops.benchmark.models, before timing), then times a training step (zero_grad + forward + loss +
 backward) of both: eager (wall clock: the host's time counts), replayed as a CUDA graph (the GPU's time alone),
 torch.compile'd, and (--timings) compiled with mode="reduce-overhead", in interleaved rounds; converted /
-original is the median of the rounds' ratios with the spread of the middle half. Per step it also gives the GPU kernel time and the number of kernels launched (one
-profiled eager step) and the host's time to issue one step. --check-only runs the check alone (the CPU test
+original is the median of the rounds' ratios with the spread of the middle half. Per step it also gives the GPU
+kernel time and the number of kernels launched (one profiled eager step) and the host's time to issue one step. --check-only runs the check alone (the CPU test
 does, on small inputs). The depthwise layers' passes, one by one: python -m customops.benchmark.depthwise_choice.
 """
 
