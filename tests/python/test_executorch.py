@@ -11,12 +11,13 @@ import pytest
 import torch
 
 import customops
+import customops.deploy
 from op_db import OP_DB, OpInfo
 
 pytest.importorskip("executorch.exir", reason="needs executorch (requirements/torch-2.15.txt)")
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # noqa: E402
 from executorch.exir import to_edge_transform_and_lower  # noqa: E402
-from executorch.runtime import Runtime  # noqa: E402
+from customops.deploy.pte import execute  # noqa: E402
 
 # A compact sample of each op (a conversion takes seconds): its first sample with data (ExecuTorch's planner
 # takes no empty tensors); test_the_decompositions_compute_the_ops checks every sample.
@@ -29,8 +30,7 @@ def _samples(op: OpInfo):
 
 
 def _run(program, inputs):
-    method = Runtime.get().load_program(program.buffer).load_method("forward")
-    return method.execute(list(inputs))
+    return execute(program.buffer, inputs)
 
 
 def test_every_op_has_a_core_aten_decomposition():
@@ -91,3 +91,64 @@ def test_a_fresh_process_that_imports_executorch_first(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
     assert out.returncode == 0, out.stderr[-3000:]
+
+
+class Net(torch.nn.Module):
+    """A depthwise layer, QuickGELU and an asymmetric resize: three ops, three decompositions."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dw = customops.DepthwiseConv2d(8, 8, 3, padding=1)
+        self.up = customops.UpsampleBilinear2d(scale_factor=2, coordinate_mode="asymmetric")
+
+    def forward(self, x):
+        return self.up(customops.quick_gelu(self.dw(x)))
+
+
+def _net():
+    torch.manual_seed(0)
+    return Net().eval(), (torch.randn(1, 8, 12, 12),)
+
+
+def test_parity_report_runs_both_lowerings_and_keeps_the_model(tmp_path):
+    model, args = _net()
+    path = tmp_path / "net.pte"
+    report = customops.deploy.check(model, args, runtime="executorch", save_pte=str(path))
+    assert report.ok, report
+    assert [p.op for p in report.ops] == ["customops.depthwise_conv2d", "customops.quick_gelu",
+                                          "customops.upsample_bilinear2d"]
+    assert all(p.max_abs_diff < 1e-5 for p in report.ops)
+    assert set(report.pte_operators) == {"xnnpack", "portable"}
+    assert report.pte_operators["xnnpack"].get("xnnpack", 0) >= 1 and "xnnpack" not in report.pte_operators["portable"]
+    assert "convolution" in report.pte_operators["portable"] and "ExecuTorch kernels (xnnpack)" in str(report)
+    # The kept program is the model a user deploys: its own output only, not the ops' values.
+    outputs = execute(path.read_bytes(), args)
+    assert len(outputs) == 1
+    torch.testing.assert_close(outputs[0], model(*args), rtol=1e-5, atol=1e-5)
+
+
+def test_a_wrong_decomposition_is_a_mismatch(monkeypatch):
+    # As if the resize's decomposition took the wrong convention: its row and the output show it.
+    from customops.executorch import upsample
+
+    monkeypatch.setitem(upsample._ALIGN_CORNERS, "asymmetric", False)
+    model, args = _net()
+    report = customops.deploy.check(model, args, runtime="executorch")
+    assert not report.ok
+    mismatched = {f.where for f in report.mismatches}
+    assert report.ops[2].node in mismatched and "model" in mismatched
+    assert report.ops[0].max_abs_diff < 1e-5
+
+
+def test_cli_saves_the_program(tmp_path):
+    (tmp_path / "mynet.py").write_text(
+        "import torch, customops\n"
+        "def build():\n"
+        "    torch.manual_seed(0)\n"
+        "    return customops.DepthwiseConv2d(4, 4, 3, padding=1), torch.randn(1, 4, 8, 8)\n")
+    out = subprocess.run([sys.executable, "-m", "customops.deploy.check", "mynet:build", "--runtime", "executorch",
+                          "--save", "m.pte"], cwd=tmp_path, capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), *sys.path])))
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "ExecuTorch" in out.stdout and "parity: OK" in out.stdout and "saved m.pte" in out.stdout
+    assert (tmp_path / "m.pte").stat().st_size > 0

@@ -31,7 +31,7 @@ def _require():
     return onnxruntime
 
 
-RUNTIMES = ("onnxruntime", "tflite")
+RUNTIMES = ("onnxruntime", "tflite", "executorch")
 CONVERTERS = ("onnx2tf", "litert-torch")
 
 
@@ -40,7 +40,7 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
           gather_limit_bytes: int = GATHER_LIMIT_BYTES, converter: str = "onnx2tf",
           tflite_python: Optional[str] = None,
           tflite_resolvers: Optional[Sequence[str]] = None, save_tflite: Optional[str] = None,
-          int8_calibration: Any = None) -> ParityReport:
+          int8_calibration: Any = None, save_pte: Optional[str] = None) -> ParityReport:
     """Exports ``model`` with ``torch.onnx.export(..., dynamo=True)``, runs the
     ONNX model in ONNX Runtime (or converts it to TF-Lite with onnx2tf and runs
     it in the LiteRT interpreter) on ``args``, and compares with eager PyTorch.
@@ -50,7 +50,9 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
             ``torch.export.ExportedProgram``.
         args, kwargs: example inputs (a tensor or a tuple of them, as
             torch.onnx.export takes them); the comparison runs on them.
-        runtime: ``"onnxruntime"``, or ``"tflite"``: the model is exported at
+        runtime: ``"onnxruntime"``, ``"executorch"`` (``torch.export``, lowered by ExecuTorch with the
+            XNNPACK delegate and with its portable kernels alone, both run by its runtime; every difference
+            is the larger of the two), or ``"tflite"``: the model is exported at
             ONNX opset 17, converted by onnx2tf (in the environment of
             ``python -m customops.deploy.tflite_env``) and run with each of
             LiteRT's kernel options (XNNPACK, builtin, reference); every
@@ -72,6 +74,7 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
             (customops.deploy.tflite_env says where it is looked for).
         tflite_resolvers: LiteRT kernel options to run (default: all three).
         save_tflite: a path to keep the checked .tflite model at.
+        save_pte: with ``runtime="executorch"``, a path to write the model's ExecuTorch program at (XNNPACK).
         int8_calibration: with ``runtime="tflite"``, representative inputs
             (a batch, or a tuple of batches, one per model input): a
             full-integer (int8) model is converted with them as well and run
@@ -89,7 +92,9 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
         raise ValueError(f"check: runtime must be one of {RUNTIMES}, got {runtime!r}")
     if converter not in CONVERTERS:
         raise ValueError(f"check: converter must be one of {CONVERTERS}, got {converter!r}")
-    direct = runtime == "tflite" and converter == "litert-torch"
+    executorch = runtime == "executorch"
+    # No ONNX on these paths: the exported program goes to the converter itself.
+    direct = executorch or (runtime == "tflite" and converter == "litert-torch")
     if runtime == "tflite" and dynamic_shapes is not None:
         raise ValueError("check: runtime='tflite' converts a model of static shapes (TF-Lite models have fixed "
                          "input shapes); leave dynamic_shapes out")
@@ -131,7 +136,17 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
         if reason:
             report.flags.append(Flag("model", "unsupported", reason))
             return report
-    if direct:
+    if executorch:
+        from . import pte
+
+        converted = pte.run(exported, inputs, [n.name for n in ops], len(expected), keep=save_pte)
+        names = [f"output[{i}]" for i in range(len(expected))] + [n.name for n in ops]
+        values = {n.name: n.name for n in ops}
+        describe = {n.name: "-" for n in ops}
+        layout = None
+        report = ParityReport(atol=atol, runtime="executorch", provider="ExecuTorch: " + ", ".join(pte.LOWERINGS))
+        report.pte_path, report.pte_operators = converted["pte"], converted["operators"]
+    elif direct:
         from . import tflite_direct
 
         converted = tflite_direct.run(exported, inputs, [n.name for n in ops], len(expected), resolvers,

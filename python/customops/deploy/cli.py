@@ -26,13 +26,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--atol", type=float, default=1e-4, help="largest accepted absolute difference")
     parser.add_argument("--dynamic-batch", action="store_true",
                         help="export with a dynamic first dimension on every input")
-    parser.add_argument("--runtime", choices=("onnxruntime", "tflite"), default="onnxruntime",
-                        help="run the model in ONNX Runtime (default) or as a TF-Lite model in LiteRT")
+    parser.add_argument("--runtime", choices=("onnxruntime", "tflite", "executorch"), default="onnxruntime",
+                        help="run the model in ONNX Runtime (default), as a TF-Lite model in LiteRT, or as an "
+                             "ExecuTorch program (XNNPACK and portable kernels)")
     parser.add_argument("--converter", choices=("onnx2tf", "litert-torch"), default="onnx2tf",
                         help="with --runtime tflite: convert through ONNX with onnx2tf (default, in the "
                              "environment of python -m customops.deploy.tflite_env) or with litert-torch")
     parser.add_argument("--save", metavar="PATH",
-                        help="also write the checked model (.onnx; .tflite with --runtime tflite)")
+                        help="also write the checked model (.onnx; .tflite with --runtime tflite; .pte with "
+                             "--runtime executorch)")
     parser.add_argument("--strict", action="store_true", help="exit 1 on any flag, not only on mismatches")
     options = parser.parse_args(argv)
 
@@ -53,15 +55,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if options.dynamic_batch:
         batch = torch.export.Dim("batch")
         dynamic_shapes = tuple({0: batch} if isinstance(a, torch.Tensor) and a.dim() else None for a in args)
-    tflite = options.runtime == "tflite"
-    if tflite and options.dynamic_batch:
-        parser.error("--dynamic-batch: TF-Lite models have static shapes")
+    tflite, executorch = options.runtime == "tflite", options.runtime == "executorch"
+    if (tflite or executorch) and options.dynamic_batch:
+        parser.error(f"--dynamic-batch: not with --runtime {options.runtime}")
     report = run_check(model, args, kwargs, dynamic_shapes=dynamic_shapes, atol=options.atol,
                        runtime=options.runtime, converter=options.converter,
-                       save_tflite=options.save if tflite else None)
+                       save_tflite=options.save if tflite else None, save_pte=options.save if executorch else None)
     print(report)
-    if options.save and not tflite:
+    if options.save and options.runtime == "onnxruntime":
         report.onnx_program.save(options.save)
-    if options.save and (not tflite or report.tflite_path):
+    if options.save and (options.runtime == "onnxruntime" or report.tflite_path or report.pte_path):
         print(f"saved {options.save}")
     return 0 if report.ok and not (options.strict and report.flags) else 1

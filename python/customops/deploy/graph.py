@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 import torch
 
@@ -105,3 +105,17 @@ def run_recording(module: torch.nn.Module, inputs, names) -> tuple:
             return result
 
     return Recorder(module).run(*inputs), recorded
+
+
+class WithValues(torch.nn.Module):
+    """The exported program's module, returning its outputs and then the values of the named nodes."""
+
+    def __init__(self, exported: torch.export.ExportedProgram, names: Sequence[str]) -> None:
+        super().__init__()
+        self.module = exported.module()
+        self.names = list(names)
+
+    def forward(self, *inputs):
+        outputs, recorded = run_recording(self.module, inputs, set(self.names))
+        outputs = [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
+        return tuple(outputs) + tuple(recorded[n] for n in self.names)

@@ -46,12 +46,15 @@ class ParityReport:
     provider: str = ""  # ONNX Runtime's execution provider, or the LiteRT kernel options run
     opset: int = 0
     onnx_program: object = None  # the torch.onnx.ONNXProgram that was checked (save() it to deploy it)
-    runtime: str = "onnxruntime"  # or "tflite"
+    runtime: str = "onnxruntime"  # or "tflite", "executorch"
     converter: str = ""  # with runtime "tflite": "onnx2tf" or "litert-torch"
     tflite_path: Optional[str] = None  # the checked .tflite model, where check() was asked to keep it
     tflite_operators: List[Dict] = field(default_factory=list)  # its operators: {"op": name, "options": {...}}
     # The full-integer model's largest difference per output, relative to the output's range (int8_calibration).
     int8_outputs: List[float] = field(default_factory=list)
+    pte_path: Optional[str] = None  # with runtime "executorch": the model's program, where check() was asked to keep it
+    # Per lowering ("xnnpack", "portable"): the program's kernels and their counts ("xnnpack": delegate calls).
+    pte_operators: Dict[str, Dict[str, int]] = field(default_factory=dict)
 
     @property
     def max_abs_diff(self) -> float:
@@ -68,7 +71,8 @@ class ParityReport:
 
     def __str__(self) -> str:
         header = ("op", "node", "module", "ONNX", "shape", "max |diff|")
-        runtime = "ONNX Runtime" if self.runtime == "onnxruntime" else f"TF-Lite via {self.converter}"
+        runtime = {"onnxruntime": "ONNX Runtime", "executorch": "ExecuTorch"}.get(self.runtime,
+                                                                                 f"TF-Lite via {self.converter}")
         rows = [(p.op.removeprefix("customops."), p.node, p.module or "-", p.onnx, _shape(p.shape),
                  _number(p.max_abs_diff)) for p in self.ops]
         rows += [(f"output[{i}]", "", "", "", "", _number(d)) for i, d in enumerate(self.outputs)]
@@ -83,6 +87,9 @@ class ParityReport:
             from .tflite import summary
 
             lines.append(f"TF-Lite operators: {summary(self.tflite_operators)}")
+        for lowering, kernels in self.pte_operators.items():
+            listed = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in sorted(kernels.items())) or "none"
+            lines.append(f"ExecuTorch kernels ({lowering}): {listed}")
         if self.int8_outputs:
             lines.append("int8 (full-integer) model, max |diff| / output range: "
                          + ", ".join(f"{e:.2e}" for e in self.int8_outputs))

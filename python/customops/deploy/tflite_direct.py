@@ -18,7 +18,7 @@ from typing import Iterable, List, Optional, Sequence
 import torch
 
 from . import tflite_worker
-from .graph import run_recording
+from .graph import WithValues
 
 INSTALL_HINT = "pip install litert-torch (its releases take torch 2.4 to 2.14)"
 
@@ -38,20 +38,6 @@ def _require():
     return litert_torch
 
 
-class _WithValues(torch.nn.Module):
-    """The exported program's module, returning its outputs and then the values of the named nodes."""
-
-    def __init__(self, exported: torch.export.ExportedProgram, names: Sequence[str]) -> None:
-        super().__init__()
-        self.module = exported.module()
-        self.names = list(names)
-
-    def forward(self, *inputs):
-        outputs, recorded = run_recording(self.module, inputs, set(self.names))
-        outputs = [t for t in torch.utils._pytree.tree_leaves(outputs) if isinstance(t, torch.Tensor)]
-        return tuple(outputs) + tuple(recorded[n] for n in self.names)
-
-
 def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], value_nodes: List[str],
         n_outputs: int, resolvers: Iterable[str], keep: Optional[str] = None) -> dict:
     """Converts ``exported`` with litert-torch and runs it on ``inputs``.
@@ -59,7 +45,7 @@ def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], 
     Returns ``{"runs": {resolver: [the model's outputs, then each value node's result]}, "operators": [...],
     "tflite": path}``."""
     litert_torch = _require()
-    module = _WithValues(exported, value_nodes)  # an exported module is in eval mode already
+    module = WithValues(exported, value_nodes)  # an exported module is in eval mode already
     with tempfile.TemporaryDirectory(prefix="customops-litert-") as workdir:
         path = os.path.join(workdir, "model.tflite")
         litert_torch.convert(module, tuple(t.detach().cpu() for t in inputs)).export(path)

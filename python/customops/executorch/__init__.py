@@ -65,11 +65,11 @@ def _register(program_module) -> None:
         default = program_module._default_decomposition_table
         if getattr(default, "_customops", False):
             return
-        ours = decompositions()
+        decompositions()  # fails here, not inside a lowering, if a family cannot be read
 
         def table(*args, **kwargs):
             t = default(*args, **kwargs)
-            t.update(ours)
+            t.update(decompositions())
             return t
 
         table._customops = True
