@@ -125,6 +125,9 @@ def test_parity_report_runs_both_lowerings_and_keeps_the_model(tmp_path):
     outputs = execute(path.read_bytes(), args)
     assert len(outputs) == 1
     torch.testing.assert_close(outputs[0], model(*args), rtol=1e-5, atol=1e-5)
+    # On request, the checked program instead: the output, then the three ops' results.
+    customops.deploy.check(model, args, runtime="executorch", save_pte=str(path), save_instrumented=True)
+    assert len(execute(path.read_bytes(), args)) == 4
 
 
 def test_a_wrong_decomposition_is_a_mismatch(monkeypatch):

@@ -130,6 +130,17 @@ def test_resizes_and_depthwise_are_tflite_builtins(converter, tmp_path):
     assert resizes == sorted(tflite.RESIZE_FLAGS.values()), report.tflite_operators
     assert [o["op"] for o in report.tflite_operators].count("DEPTHWISE_CONV_2D") == 1
     assert os.path.getsize(path) > 0 and report.tflite_path == path
+    # The saved model is the deployable one: the model's outputs, not the ops' values the check compared.
+    assert _output_count(path, converter) == len(EveryMode().ups) + 1
+
+
+def _output_count(path: str, converter: str) -> int:
+    python = tflite_env.python() if converter == "onnx2tf" else sys.executable
+    code = ("import sys; from ai_edge_litert.interpreter import Interpreter; "
+            "print(len(Interpreter(model_path=sys.argv[1]).get_output_details()))")
+    out = subprocess.run([python, "-I", "-c", code, path], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return int(out.stdout.split()[-1])
 
 
 def test_plain_export_loses_the_modes_in_onnx2tf():

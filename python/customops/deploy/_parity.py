@@ -40,7 +40,8 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
           gather_limit_bytes: int = GATHER_LIMIT_BYTES, converter: str = "onnx2tf",
           tflite_python: Optional[str] = None,
           tflite_resolvers: Optional[Sequence[str]] = None, save_tflite: Optional[str] = None,
-          int8_calibration: Any = None, save_pte: Optional[str] = None) -> ParityReport:
+          int8_calibration: Any = None, save_pte: Optional[str] = None,
+          save_instrumented: bool = False) -> ParityReport:
     """Exports ``model`` with ``torch.onnx.export(..., dynamo=True)``, runs the
     ONNX model in ONNX Runtime (or converts it to TF-Lite with onnx2tf and runs
     it in the LiteRT interpreter) on ``args``, and compares with eager PyTorch.
@@ -73,8 +74,11 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
         tflite_python: the Python of the TF-Lite environment
             (customops.deploy.tflite_env says where it is looked for).
         tflite_resolvers: LiteRT kernel options to run (default: all three).
-        save_tflite: a path to keep the checked .tflite model at.
+        save_tflite: a path to write the model's .tflite at: its own outputs only (converted again without the
+            ops' values the check compares), the model to deploy.
         save_pte: with ``runtime="executorch"``, a path to write the model's ExecuTorch program at (XNNPACK).
+        save_instrumented: save the checked model instead, which returns each customops op's result after the
+            model's outputs (the .tflite or .pte; for debugging a runtime, not for deployment).
         int8_calibration: with ``runtime="tflite"``, representative inputs
             (a batch, or a tuple of batches, one per model input): a
             full-integer (int8) model is converted with them as well and run
@@ -139,7 +143,8 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
     if executorch:
         from . import pte
 
-        converted = pte.run(exported, inputs, [n.name for n in ops], len(expected), keep=save_pte)
+        converted = pte.run(exported, inputs, [n.name for n in ops], len(expected), keep=save_pte,
+                            instrumented=save_instrumented)
         names = [f"output[{i}]" for i in range(len(expected))] + [n.name for n in ops]
         values = {n.name: n.name for n in ops}
         describe = {n.name: "-" for n in ops}
@@ -150,7 +155,7 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
         from . import tflite_direct
 
         converted = tflite_direct.run(exported, inputs, [n.name for n in ops], len(expected), resolvers,
-                                      keep=save_tflite)
+                                      keep=save_tflite, instrumented=save_instrumented)
         names = [f"output[{i}]" for i in range(len(expected))] + [n.name for n in ops]
         values = {n.name: n.name for n in ops}
         describe = {n.name: "-" for n in ops}
@@ -163,8 +168,12 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
         if runtime == "tflite":
             proto = tflite.for_onnx2tf(proto)
             extended, names = _with_outputs(proto, [v for v in values.values() if v])
-            converted = tflite.run(extended, inputs, names, python=tflite_python, keep=save_tflite,
-                                   resolvers=resolvers)
+            converted = tflite.run(extended, inputs, names, python=tflite_python,
+                                   keep=save_tflite if save_instrumented else None, resolvers=resolvers)
+            if save_tflite and not save_instrumented:  # the deployable model: its own outputs only
+                tflite.run(_own_outputs(proto, len(expected)), inputs, names[:len(expected)],
+                           python=tflite_python, keep=save_tflite, resolvers=("AUTO",))
+                converted["tflite"] = save_tflite
             layout = tflite.from_layout
         else:
             extended, names = _with_outputs(proto, [v for v in values.values() if v])
@@ -220,13 +229,21 @@ def _int8_errors(tflite, proto, inputs, expected, calibration, python) -> List[f
     """Per output: the full-integer model's largest difference from eager PyTorch over the output's range."""
     calibration = calibration if isinstance(calibration, (tuple, list)) else (calibration,)
     names = [o.name for o in proto.graph.output][:len(expected)]
-    del proto.graph.output[len(expected):]  # the model's own outputs only: the op results stay inside
+    proto = _own_outputs(proto, len(expected))
     converted = tflite.run(proto, inputs, names, python=python, resolvers=("AUTO",), calibration=calibration)
     errors = []
     for want, got in zip(expected, converted["runs"]["AUTO"]):
         span = float(want.max() - want.min()) if want.numel() else 0.0
         errors.append(_max_abs_diff(want, got, tflite.from_layout) / (span or 1.0))
     return errors
+
+
+def _own_outputs(proto, n_outputs: int):
+    """A copy of the ONNX model with its first ``n_outputs`` outputs only: the op results stay inside."""
+    own = type(proto)()
+    own.CopyFrom(proto)
+    del own.graph.output[n_outputs:]
+    return own
 
 
 def _eager_intermediates(exported: torch.export.ExportedProgram, inputs, names) -> Dict[str, torch.Tensor]:

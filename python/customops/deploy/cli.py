@@ -35,6 +35,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--save", metavar="PATH",
                         help="also write the checked model (.onnx; .tflite with --runtime tflite; .pte with "
                              "--runtime executorch)")
+    parser.add_argument("--save-instrumented", action="store_true",
+                        help="with --save and --runtime tflite or executorch: save the checked model, which also "
+                             "returns each customops op's result (for debugging a runtime, not for deployment)")
     parser.add_argument("--strict", action="store_true", help="exit 1 on any flag, not only on mismatches")
     options = parser.parse_args(argv)
 
@@ -60,7 +63,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"--dynamic-batch: not with --runtime {options.runtime}")
     report = run_check(model, args, kwargs, dynamic_shapes=dynamic_shapes, atol=options.atol,
                        runtime=options.runtime, converter=options.converter,
-                       save_tflite=options.save if tflite else None, save_pte=options.save if executorch else None)
+                       save_tflite=options.save if tflite else None, save_pte=options.save if executorch else None,
+                       save_instrumented=options.save_instrumented)
     print(report)
     if options.save and options.runtime == "onnxruntime":
         report.onnx_program.save(options.save)

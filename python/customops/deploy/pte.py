@@ -73,7 +73,7 @@ def execute(buffer: bytes, inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]
 
 
 def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], value_nodes: List[str],
-        n_outputs: int, keep: Optional[str] = None) -> dict:
+        n_outputs: int, keep: Optional[str] = None, instrumented: bool = False) -> dict:
     """Lowers ``exported`` both ways and runs each program on ``inputs``.
 
     Returns ``{"runs": {lowering: [the model's outputs, then each value node's result]}, "operators": {lowering:
@@ -81,14 +81,16 @@ def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], 
     _require()
     inputs = [t.detach().cpu() for t in inputs]
     extended = torch.export.export(WithValues(exported, value_nodes), tuple(inputs))
-    runs, kernels = {}, {}
+    runs, kernels, kept = {}, {}, None
     for lowering in LOWERINGS:
         program = lower(extended, lowering)
         kernels[lowering] = operators(program)
         runs[lowering] = execute(program.buffer, inputs)
+        if lowering == "xnnpack" and instrumented:
+            kept = program.buffer
     if keep is not None:
         with open(keep, "wb") as f:
-            f.write(lower(exported, "xnnpack").buffer)
+            f.write(kept if kept is not None else lower(exported, "xnnpack").buffer)
     expected = n_outputs + len(value_nodes)
     for lowering, outputs in runs.items():
         if len(outputs) != expected:

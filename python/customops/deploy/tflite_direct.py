@@ -39,7 +39,7 @@ def _require():
 
 
 def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], value_nodes: List[str],
-        n_outputs: int, resolvers: Iterable[str], keep: Optional[str] = None) -> dict:
+        n_outputs: int, resolvers: Iterable[str], keep: Optional[str] = None, instrumented: bool = False) -> dict:
     """Converts ``exported`` with litert-torch and runs it on ``inputs``.
 
     Returns ``{"runs": {resolver: [the model's outputs, then each value node's result]}, "operators": [...],
@@ -52,8 +52,10 @@ def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], 
         operators = tflite_worker.operators(path)
         feeds = [t.detach().cpu().numpy() for t in inputs]
         runs = {resolver: tflite_worker.run_in_order(path, resolver, feeds) for resolver in resolvers}
-        if keep is not None:
+        if keep is not None and instrumented:
             shutil.copyfile(path, keep)
+    if keep is not None and not instrumented:  # the deployable model: its own outputs only
+        litert_torch.convert(exported.module(), tuple(t.detach().cpu() for t in inputs)).export(keep)
     expected = n_outputs + len(value_nodes)
     for resolver, outputs in runs.items():
         if len(outputs) != expected:
