@@ -143,6 +143,12 @@ def test_a_wrong_decomposition_is_a_mismatch(monkeypatch):
     assert report.ops[0].max_abs_diff < 1e-5
 
 
+def test_dynamic_shapes_are_refused_not_ignored():
+    model, args = _net()
+    with pytest.raises(ValueError, match="leave dynamic_shapes out"):
+        customops.deploy.check(model, args, runtime="executorch", dynamic_shapes=({0: torch.export.Dim("n")},))
+
+
 def test_cli_saves_the_program(tmp_path):
     (tmp_path / "mynet.py").write_text(
         "import torch, customops\n"

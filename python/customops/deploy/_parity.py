@@ -102,6 +102,9 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
     if runtime == "tflite" and dynamic_shapes is not None:
         raise ValueError("check: runtime='tflite' converts a model of static shapes (TF-Lite models have fixed "
                          "input shapes); leave dynamic_shapes out")
+    if executorch and dynamic_shapes is not None:
+        raise ValueError("check: runtime='executorch' checks the program of the example inputs' shapes; leave "
+                         "dynamic_shapes out")
     if int8_calibration is not None and (runtime != "tflite" or direct):
         raise ValueError("check: int8_calibration is for runtime='tflite' with converter='onnx2tf' (onnx2tf "
                          "quantizes with a representative dataset; litert-torch quantizes through its own PT2E "
