@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/backend_choice.h"
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
 
@@ -198,6 +199,27 @@ inline Plan plan_backward(const at::Tensor& grad_out, at::IntArrayRef input_size
   std::swap(p.in_w, p.out_w);
   return p;
 }
+
+// The choice on CUDA between customops' kernels and PyTorch's (aten::upsample_bilinear2d and its backward) for
+// one call (kernels/common/backend_choice.h), by the rule of kernels/common/upsample_rule.cpp where no timing
+// decides. Sizes in the forward's names: in_* the input's plane, out_* the resized one.
+enum class Pass { forward, backward };
+struct Case {
+  Pass pass;
+  at::ScalarType dtype;
+  bool channels_last;
+  Mode mode;
+  int64_t N, C, in_h, in_w, out_h, out_w;
+};
+inline Case make_case(Pass pass, const Plan& p, at::ScalarType dtype) {
+  return {pass, dtype, p.channels_last, p.mode, p.N, p.C, p.in_h, p.in_w, p.out_h, p.out_w};
+}
+// Whether PyTorch's kernel computes the call: its two coordinate conventions (not asymmetric), sizes its 32-bit
+// indexing holds; for the backward, whose kernel adds atomically in the gradient's dtype, no deterministic
+// algorithms asked for, and in the half types no upscale.
+bool has_choice(const Case& c);
+backend::Impl rule(const Case& c);
+std::string key(const Case& c, int device);  // the benchmark mode's record
 
 } // namespace upsample
 

@@ -4,8 +4,11 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <functional>
+
 #include "kernels/common/backend_choice.h"
 #include "kernels/conv2d.h"
+#include "kernels/upsample.h"
 
 namespace customops {
 namespace {
@@ -28,6 +31,20 @@ std::vector<std::string> timed() {
 
 void clear_timed() {
   backend::tuned().clear();
+}
+
+// What the policy, the benchmark mode's record or the rule picks for one case, as the CUDA kernels decide
+// (kernels/cuda/common/timed_choice.h) without running anything; "untimed" where benchmark mode would time it.
+std::string decided(const char* op, bool has_choice, backend::Impl rule, const std::function<std::string()>& key) {
+  const auto policy = backend::policy(op);
+  const auto& ctx = at::globalContext();
+  if (policy == backend::Policy::customops || !has_choice) return backend::name(backend::Impl::customops);
+  if (policy == backend::Policy::pytorch) return backend::name(backend::Impl::pytorch);
+  if (ctx.benchmarkCuDNN() && !ctx.deterministicAlgorithms()) {
+    const auto known = backend::tuned().find(key());
+    return known ? backend::name(*known) : "untimed";
+  }
+  return backend::name(rule);
 }
 
 // A depthwise call's plan from its sizes, checked as the op checks them (on meta tensors).
@@ -72,23 +89,47 @@ std::vector<std::string> depthwise_conv2d_choice(at::IntArrayRef input_size, at:
                                                  at::IntArrayRef stride, at::IntArrayRef padding,
                                                  at::IntArrayRef dilation, int64_t device) {
   const auto p = meta_plan(input_size, weight_size, dtype, channels_last, bias, stride, padding, dilation);
-  const auto policy = backend::policy("depthwise_conv2d");
-  const auto& ctx = at::globalContext();
-  const bool timing = ctx.benchmarkCuDNN() && !ctx.deterministicAlgorithms();
   std::vector<std::string> picks;
   for (auto pass : kPasses) {
     const auto c = pass_case(pass, p, bias);
-    const bool choice = conv::depthwise_has_choice(c);
-    if (policy == backend::Policy::customops || !choice) {
-      picks.emplace_back(backend::name(backend::Impl::customops));
-    } else if (policy == backend::Policy::pytorch) {
-      picks.emplace_back(backend::name(backend::Impl::pytorch));
-    } else if (timing) {
-      const auto known = backend::tuned().find(conv::depthwise_key(c, static_cast<int>(device)));
-      picks.emplace_back(known ? backend::name(*known) : "untimed");
-    } else {
-      picks.emplace_back(backend::name(conv::depthwise_rule(c)));
-    }
+    picks.push_back(decided("depthwise_conv2d", conv::depthwise_has_choice(c), conv::depthwise_rule(c),
+                            [&] { return conv::depthwise_key(c, static_cast<int>(device)); }));
+  }
+  return picks;
+}
+
+// An upsample call's cases per pass from its sizes, checked as the op checks them.
+std::vector<upsample::Case> upsample_cases(at::IntArrayRef input_size, at::IntArrayRef output_size,
+                                           at::ScalarType dtype, bool channels_last, c10::string_view mode) {
+  const char* op = "upsample_bilinear2d";
+  const auto m = upsample::parse_mode(op, mode);
+  TORCH_CHECK(input_size.size() == 4, "customops_backends::upsample_bilinear2d: expected input_size to have 4 "
+              "elements (N, C, H, W), got ", input_size.size());
+  upsample::check_size<int64_t>(op, "output_size", output_size);
+  std::vector<upsample::Case> cases;
+  for (auto pass : {upsample::Pass::forward, upsample::Pass::backward}) {
+    cases.push_back({pass, dtype, channels_last, m, input_size[0], input_size[1], input_size[2], input_size[3],
+                     output_size[0], output_size[1]});
+  }
+  return cases;
+}
+
+std::vector<std::string> upsample_bilinear2d_rule(at::IntArrayRef input_size, at::IntArrayRef output_size,
+                                                  at::ScalarType dtype, bool channels_last, c10::string_view mode) {
+  std::vector<std::string> picks;
+  for (const auto& c : upsample_cases(input_size, output_size, dtype, channels_last, mode)) {
+    picks.emplace_back(backend::name(upsample::rule(c)));
+  }
+  return picks;
+}
+
+std::vector<std::string> upsample_bilinear2d_choice(at::IntArrayRef input_size, at::IntArrayRef output_size,
+                                                    at::ScalarType dtype, bool channels_last, c10::string_view mode,
+                                                    int64_t device) {
+  std::vector<std::string> picks;
+  for (const auto& c : upsample_cases(input_size, output_size, dtype, channels_last, mode)) {
+    picks.push_back(decided("upsample_bilinear2d", upsample::has_choice(c), upsample::rule(c),
+                            [&] { return upsample::key(c, static_cast<int>(device)); }));
   }
   return picks;
 }
@@ -103,6 +144,8 @@ TORCH_LIBRARY_IMPL(customops_backends, CompositeImplicitAutograd, m) {
   m.impl("clear_timed", &clear_timed);
   m.impl("depthwise_conv2d_rule", &depthwise_conv2d_rule);
   m.impl("depthwise_conv2d_choice", &depthwise_conv2d_choice);
+  m.impl("upsample_bilinear2d_rule", &upsample_bilinear2d_rule);
+  m.impl("upsample_bilinear2d_choice", &upsample_bilinear2d_choice);
 }
 
 }  // namespace customops

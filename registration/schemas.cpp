@@ -72,4 +72,9 @@ TORCH_LIBRARY(customops_backends, m) {
   // ("untimed" where the shape has not been timed yet) or the rule. Compiled graphs decide by it.
   m.def("depthwise_conv2d_choice(int[] input_size, int[] weight_size, ScalarType dtype, bool channels_last, "
         "bool bias, int[2] stride, int[2] padding, int[2] dilation, int device) -> str[]");
+  // The same for an upsample_bilinear2d call, per pass (forward, backward).
+  m.def("upsample_bilinear2d_rule(int[4] input_size, int[2] output_size, ScalarType dtype, bool channels_last, "
+        "str coordinate_mode) -> str[]");
+  m.def("upsample_bilinear2d_choice(int[4] input_size, int[2] output_size, ScalarType dtype, bool channels_last, "
+        "str coordinate_mode, int device) -> str[]");
 }

@@ -36,7 +36,7 @@ const char* name(Impl impl) {
 }
 
 const std::vector<std::string>& ops_with_choice() {
-  static const std::vector<std::string> ops{"depthwise_conv2d"};
+  static const std::vector<std::string> ops{"depthwise_conv2d", "upsample_bilinear2d"};
   return ops;
 }
 

@@ -19,7 +19,7 @@ enum class Policy : uint8_t { automatic, customops, pytorch };
 
 const char* name(Impl impl);  // "customops" / "pytorch"
 
-// The ops with a choice: "depthwise_conv2d".
+// The ops with a choice: "depthwise_conv2d", "upsample_bilinear2d".
 const std::vector<std::string>& ops_with_choice();
 
 // Policy of `op` by name ("auto", "customops", "pytorch"); both refuse unknown ops and policies.

@@ -13,6 +13,12 @@ with customops' kernels or with PyTorch's convolution (cuDNN or its native depth
 - ``"customops"`` or ``"pytorch"``: always that one (PyTorch's where it takes the call at all; an empty
   batch stays with customops).
 
+``customops.upsample_bilinear2d`` on CUDA runs each pass (forward, backward) with customops' kernels or with
+PyTorch's (``F.interpolate``'s kernel and its backward) under the same three policies, by a rule measured over
+resize shapes (docs/performance/upsample_choice.md) or timed in benchmark mode. PyTorch's kernels take the
+``half_pixel`` and ``align_corners`` conventions, not ``asymmetric``, and their backward adds atomically: under
+deterministic algorithms the backward stays with customops' kernel, whatever the policy.
+
 CPU calls always run customops' kernels. Results are the same up to rounding whichever runs, in the same
 layout.
 """
@@ -24,9 +30,10 @@ from typing import Dict, Iterator, List, Sequence
 
 import torch
 
-__all__ = ["clear_timed", "depthwise_conv2d_rule", "get", "ops", "set", "timed", "use"]
+__all__ = ["clear_timed", "depthwise_conv2d_rule", "get", "ops", "set", "timed", "upsample_bilinear2d_rule", "use"]
 
 _PASSES = ("forward", "input_grad", "weight_grad")
+_UPSAMPLE_PASSES = ("forward", "backward")
 
 
 def _lib():
@@ -78,6 +85,17 @@ def depthwise_conv2d_rule(input_size: Sequence[int], weight_size: Sequence[int],
     picks = _lib().depthwise_conv2d_rule(list(input_size), list(weight_size), dtype, bool(channels_last), bool(bias),
                                          _pair(stride), _pair(padding), _pair(dilation))
     return dict(zip(_PASSES, picks))
+
+
+def upsample_bilinear2d_rule(input_size: Sequence[int], output_size: Sequence[int], dtype: torch.dtype,
+                             channels_last: bool = False, coordinate_mode: str = "half_pixel") -> Dict[str, str]:
+    """What the ``"auto"`` rule runs for a CUDA call of ``upsample_bilinear2d`` resizing an input of
+    ``input_size`` (N, C, H, W) to ``output_size`` (H, W), per pass (``forward``, ``backward``):
+    ``"customops"`` or ``"pytorch"``. A forced policy (:func:`set`) and timed choices (benchmark mode) override
+    it; the ``asymmetric`` convention, and the backward under deterministic algorithms, are always customops'."""
+    picks = _lib().upsample_bilinear2d_rule([int(s) for s in input_size], [int(s) for s in output_size], dtype,
+                                            bool(channels_last), coordinate_mode)
+    return dict(zip(_UPSAMPLE_PASSES, picks))
 
 
 def _pair(v) -> List[int]:

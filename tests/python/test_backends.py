@@ -184,3 +184,111 @@ def test_graph_capture_times_nothing_and_replays_the_choice():
     finally:
         torch.backends.cudnn.benchmark = benchmark
         customops.backends.clear_timed()
+
+
+# upsample_bilinear2d: (input size, output size, dtype, channels_last) -> picks, from the measurements of
+# docs/performance/upsample_choice.md (customops' time over PyTorch's in the comments).
+@pytest.mark.parametrize("args,expected", [
+    # channels_last downscale backward: PyTorch's scatter (ours 4.6x); NCHW upscales: ours (0.07, 0.17 forward).
+    (((16, 64, 128, 128), (64, 64), torch.float16, True), dict(forward="customops", backward="pytorch")),
+    (((16, 64, 128, 128), (256, 256), torch.float16, False), dict(forward="customops", backward="customops")),
+    # float32 channels_last upscale backward: PyTorch's by 2 (ours 1.18x), ours by 4 (0.77x).
+    (((16, 64, 128, 128), (256, 256), torch.float32, True), dict(backward="pytorch")),
+    (((16, 64, 128, 128), (512, 512), torch.float32, True), dict(backward="customops")),
+    # NCHW downscale to a small plane (3.8x), and not with few planes (0.88x).
+    (((8, 512, 7, 7), (3, 3), torch.float32, False), dict(backward="pytorch")),
+    (((2, 16, 16, 16), (8, 8), torch.float32, False), dict(backward="customops")),
+    # channels_last forward with 3 channels: PyTorch's on a large batch of planes (1.65x), ours on a small (0.67x).
+    (((4, 3, 224, 224), (448, 448), torch.bfloat16, True), dict(forward="pytorch")),
+    (((1, 3, 32, 32), (64, 64), torch.bfloat16, True), dict(forward="customops")),
+])
+def test_upsample_rule_picks(args, expected):
+    picks = customops.backends.upsample_bilinear2d_rule(*args)
+    assert set(picks) == {"forward", "backward"}
+    assert {p: picks[p] for p in expected} == expected
+
+
+def test_upsample_rule_keeps_what_pytorch_cannot_compute():
+    downscale = ((16, 64, 128, 128), (64, 64), torch.float16, True)
+    assert customops.backends.upsample_bilinear2d_rule(*downscale)["backward"] == "pytorch"
+    assert customops.backends.upsample_bilinear2d_rule(*downscale, "align_corners")["backward"] == "pytorch"
+    # PyTorch has no asymmetric resize; its backward adds atomically, so not under deterministic algorithms.
+    assert set(customops.backends.upsample_bilinear2d_rule(*downscale, "asymmetric").values()) == {"customops"}
+    # PyTorch's backward adds in the half types' own precision: not for their upscales, even when asked for.
+    upscale = ((1, 2, 3, 2), (29, 23), torch.float16, False)
+    with customops.backends.use("upsample_bilinear2d", "pytorch"):
+        assert torch.ops.customops_backends.upsample_bilinear2d_choice(*upscale, "half_pixel", 0) == [
+            "pytorch", "customops"]
+        assert torch.ops.customops_backends.upsample_bilinear2d_choice(
+            *upscale[:2], torch.float32, False, "half_pixel", 0) == ["pytorch", "pytorch"]
+    # Indices past 32 bits.
+    big = ((1, 1 << 20, 64, 64), (32, 32), torch.float16, True)
+    assert set(customops.backends.upsample_bilinear2d_rule(*big).values()) == {"customops"}
+    try:
+        torch.use_deterministic_algorithms(True)
+        assert customops.backends.upsample_bilinear2d_rule(*downscale)["backward"] == "customops"
+        with customops.backends.use("upsample_bilinear2d", "pytorch"):
+            choice = torch.ops.customops_backends.upsample_bilinear2d_choice(*downscale, "half_pixel", 0)
+        assert choice == ["pytorch", "customops"]
+    finally:
+        torch.use_deterministic_algorithms(False)
+
+
+def test_upsample_rule_checks_its_arguments_as_the_op():
+    with pytest.raises(RuntimeError, match="unknown coordinate_mode 'nearest'"):
+        customops.backends.upsample_bilinear2d_rule((1, 1, 4, 4), (8, 8), torch.float32, False, "nearest")
+    with pytest.raises(RuntimeError, match="output_size to be positive"):
+        customops.backends.upsample_bilinear2d_rule((1, 1, 4, 4), (0, 8), torch.float32)
+    with pytest.raises(RuntimeError, match="input_size to have 4 elements"):
+        customops.backends.upsample_bilinear2d_rule((1, 4, 4), (8, 8), torch.float32)
+
+
+def test_upsample_choice_follows_policy_then_benchmark_mode():
+    args = ((16, 64, 128, 128), (64, 64), torch.float16, True, "half_pixel")
+    choice = torch.ops.customops_backends.upsample_bilinear2d_choice
+    assert choice(*args, 0) == ["customops", "pytorch"]  # the rule
+    with customops.backends.use("upsample_bilinear2d", "customops"):
+        assert choice(*args, 0) == ["customops", "customops"]
+    benchmark = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = True
+        assert choice(*args, 0) == ["untimed", "untimed"]
+    finally:
+        torch.backends.cudnn.benchmark = benchmark
+
+
+def _resize_step(x, size):
+    y = customops.upsample_bilinear2d(x, size, "half_pixel")
+    y.backward(torch.ones_like(y))
+    return y
+
+
+@requires_cuda
+def test_upsample_policy_decides_which_kernels_run():
+    x = torch.randn(4, 64, 32, 32, device="cuda").contiguous(memory_format=torch.channels_last).requires_grad_()
+    with customops.backends.use("upsample_bilinear2d", "customops"):
+        ours = cuda_kernel_names(lambda: _resize_step(x, (16, 16)))
+    with customops.backends.use("upsample_bilinear2d", "pytorch"):
+        theirs = cuda_kernel_names(lambda: _resize_step(x, (16, 16)))
+    assert any("customops" in n for n in ours), ours
+    assert not any("customops" in n for n in theirs), theirs
+
+
+@requires_cuda
+def test_upsample_benchmark_mode_times_each_shape_once():
+    x = torch.randn(4, 64, 32, 32, device="cuda").contiguous(memory_format=torch.channels_last).requires_grad_()
+    customops.backends.clear_timed()
+    benchmark = torch.backends.cudnn.benchmark
+    try:
+        torch.backends.cudnn.benchmark = True
+        y = _resize_step(x, (64, 48))
+        timed = customops.backends.timed()
+        assert sorted(k.split("/")[1] for k in timed) == ["backward", "forward"], timed
+        _resize_step(x, (64, 48))
+        assert customops.backends.timed() == timed
+        expected = torch.nn.functional.interpolate(x.detach(), size=(64, 48), mode="bilinear")
+        torch.testing.assert_close(y, expected)
+        assert y.is_contiguous(memory_format=torch.channels_last)
+    finally:
+        torch.backends.cudnn.benchmark = benchmark
+        customops.backends.clear_timed()

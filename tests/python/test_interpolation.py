@@ -121,6 +121,7 @@ def test_size_arguments_are_checked():
 
 
 @requires_cuda
+@pytest.mark.usefixtures("customops_kernels")
 @pytest.mark.parametrize("mode", list(TF_FLAGS))
 @pytest.mark.parametrize("shape,size", [((512, 4, 67, 45), (134, 90)), ((256, 8, 64, 48), (23, 17)),
                                         ((2048, 1, 37, 29), (81, 70))])
@@ -140,6 +141,7 @@ def test_cuda_runs_of_rows(mode, shape, size):
 
 
 @requires_cuda
+@pytest.mark.usefixtures("customops_kernels")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
 @pytest.mark.parametrize("mode", list(TF_FLAGS))
 @pytest.mark.parametrize("shape,size,misaligned", [

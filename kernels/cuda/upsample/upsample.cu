@@ -1,3 +1,4 @@
+#include "kernels/cuda/upsample/kernels.h"
 #include "kernels/upsample.h"
 #include "kernels/cuda/common/launch.cuh"
 
@@ -547,23 +548,14 @@ void backward(const Plan& p) {
 
 } // namespace
 
-at::Tensor upsample_bilinear2d(const at::Tensor& input, at::IntArrayRef output_size, c10::string_view mode) {
-  const KernelGuard guard(input.device());
-  const auto plan = upsample::plan_forward(input, output_size, mode);
-  if (plan.output.numel() == 0) return plan.output;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "upsample_bilinear2d_cuda",
+void upsample_forward_kernels(const upsample::Plan& plan) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.input.scalar_type(), "upsample_bilinear2d_cuda",
                                   [&] { forward<scalar_t>(plan); });
-  return plan.output;
 }
 
-at::Tensor upsample_bilinear2d_backward(const at::Tensor& grad_out, at::IntArrayRef input_size,
-                                        c10::string_view mode) {
-  const KernelGuard guard(grad_out.device());
-  const auto plan = upsample::plan_backward(grad_out, input_size, mode);
-  if (plan.output.numel() == 0) return plan.output;
-  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_out.scalar_type(),
+void upsample_backward_kernels(const upsample::Plan& plan) {
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, plan.input.scalar_type(),
                                   "upsample_bilinear2d_backward_cuda", [&] { backward<scalar_t>(plan); });
-  return plan.output;
 }
 
 } // namespace customops::cuda
