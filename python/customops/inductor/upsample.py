@@ -3,6 +3,12 @@ blend as four gathers and the backward as their adjoint, four scatter-adds. Indu
 kernel and fuses it with its neighbours (the forward with the ReLU that reads its result, the backward with
 the ReLU's gradient), as it does for PyTorch's own resize, instead of a pass over the resized tensor more.
 
+On CUDA the backward stays the op, which runs at each call what eager runs (:mod:`customops.backends`: our
+gathering kernel, or PyTorch's where the rule or the benchmark mode's timing picks it). Inductor's scatter-adds
+lose to both: with them a compiled ``relu(resize(x))`` step took 1.16-1.69x the time of the whole op's step on
+the bf16 channels_last downscales measured, the calls for which eager picks PyTorch's kernel
+(docs/performance/upsample_choice.md). The CPU graph takes the scatter-adds.
+
 The scatter-adds are atomic additions, whose order varies from run to run. Under
 ``torch.use_deterministic_algorithms(True)`` the backward stays our kernel, which gathers and so gives the
 same bits every run.
@@ -60,8 +66,8 @@ def upsample_bilinear2d(input: torch.Tensor, output_size, coordinate_mode: str =
 
 
 def upsample_bilinear2d_backward(grad_out: torch.Tensor, input_size, coordinate_mode: str = "half_pixel"):
-    if torch.are_deterministic_algorithms_enabled():
-        return NotImplemented  # the traced graph keeps the op: our gathering kernel
+    if torch.are_deterministic_algorithms_enabled() or grad_out.device.type == "cuda":
+        return NotImplemented  # the traced graph keeps the op
     compute = opmath(grad_out.dtype)
     n, c, out_h, out_w = grad_out.shape
     in_h, in_w = input_size
@@ -94,9 +100,9 @@ DOC_ROWS = [
     ),
     (
         "`upsample_bilinear2d_backward`",
-        "decomposed to scatter-adds, except under `torch.use_deterministic_algorithms(True)`",
-        "see {doc}`/performance/models`",
-        "PyTorch's compiled resize backward is atomic scatter-adds fused with the ReLU's gradient; our gathering "
-        "kernel is deterministic but is one more pass",
+        "the op on CUDA (running eager's choice of kernel) and under `torch.use_deterministic_algorithms(True)`; "
+        "scatter-adds on the CPU",
+        "bf16 channels_last downscales compiled, scatter-adds / op: 1.16-1.69 ({doc}`/performance/upsample_choice`)",
+        "Inductor's scatter-adds lose to our gathering kernel and to PyTorch's; the op runs the faster of those",
     ),
 ]
