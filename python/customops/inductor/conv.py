@@ -26,7 +26,8 @@ import torch
 from torch._prims_common import suggest_memory_format
 from torch.utils._python_dispatch import _disable_current_modes
 
-from ._common import opmath
+from .._windows import equivalent_window
+from ._common import cuda_index, hint as _hint, opmath
 
 OP = "depthwise_conv2d"
 DECOMPOSED_BY_DEFAULT = True
@@ -43,27 +44,16 @@ def _pair(v) -> List[int]:
     return [v, v] if isinstance(v, int) else list(v)
 
 
-def _hint(v) -> int:
-    """A size's value: a static size as it is, a symbolic one by its hint (no guard: the choice is not part of
-    the graph's specialisation)."""
-    if isinstance(v, int):
-        return v
-    from torch.fx.experimental import symbolic_shapes
-
-    # optimization_hint from torch 2.15, hint_int before; a size without a hint (data-dependent) counts as large.
-    hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
-    return int(hint(v, fallback=8192))
-
-
 def _channels_last(t: torch.Tensor) -> bool:
     """The kernels' result layout (kernels/conv2d.h: result_format)."""
     return t.dim() == 4 and suggest_memory_format(t) == torch.channels_last and not t.is_contiguous()
 
 
 class _Call:
-    """One call's geometry, batched, with the window PyTorch's kernels take (as kernels/cuda/depthwise_conv2d/
-    choice.cpp gives them: the dilation of an axis of one tap 1, the stride of an axis of one output its
-    padded extent, so that a huge value that changes nothing reaches no 32-bit field)."""
+    """One call's geometry, batched, with the window PyTorch's kernels take: the stride and dilation of each axis
+    replaced by their smallest equivalents (customops._windows.equivalent_window: the dilation of an axis of one
+    tap 1, a stride past the last window the one just past it), so that a huge value that changes nothing reaches
+    no 32-bit field. An axis of symbolic size keeps its stride."""
 
     def __init__(self, input: torch.Tensor, weight: torch.Tensor, stride, padding, dilation):
         self.batched = input.dim() == 4
@@ -72,15 +62,12 @@ class _Call:
         self.stride, self.padding, self.dilation = _pair(stride), _pair(padding), _pair(dilation)
         self.channels_last = _channels_last(input)
         self.format = torch.channels_last if self.channels_last else torch.contiguous_format
-        taps = self.weight_sizes[2:]
-        extents = [self.sizes[2 + i] + 2 * self.padding[i] for i in range(2)]
-        self.window_dilation = [1 if taps[i] == 1 else self.dilation[i] for i in range(2)]
-        outs = [(extents[i] - self.window_dilation[i] * (taps[i] - 1) - 1) // self.stride[i] + 1 for i in range(2)]
-        self.window_stride = [max(1, extents[i]) if outs[i] == 1 else self.stride[i] for i in range(2)]
-        # A symbolic extent makes a one-output axis's stride a guess: leave such calls to customops' kernels.
-        static = all(isinstance(s, int) for s in input.shape[-2:])
-        self.pytorch_can_run = max(*self.window_stride, *self.window_dilation) <= _INT32_MAX and (
-            static or self.window_stride == self.stride)
+        known = [s if isinstance(s, int) else None for s in input.shape[-2:]]
+        windows = [equivalent_window(known[i], self.weight_sizes[2 + i], self.stride[i], self.padding[i],
+                                     self.dilation[i]) for i in range(2)]
+        self.window_stride = [stride for stride, _ in windows]
+        self.window_dilation = [dilation for _, dilation in windows]
+        self.pytorch_can_run = max(*self.window_stride, *self.window_dilation) <= _INT32_MAX
 
     def batch(self, t: torch.Tensor) -> torch.Tensor:
         return t if self.batched else t.unsqueeze(0)
@@ -96,12 +83,15 @@ _CHOOSING_DEVICES = ("cuda",)
 def passes(input: torch.Tensor, weight: torch.Tensor, stride, padding, dilation) -> List[str]:
     """What a call with these tensors runs per pass (forward, input_grad, weight_grad): "customops" or
     "pytorch", decided as eager decides (:func:`customops.backends.describe_depthwise`)."""
-    if input.device.type not in _CHOOSING_DEVICES:
-        return [_CUSTOMOPS] * 3
+    return _plan(input, weight, stride, padding, dilation)[1]
+
+
+def _plan(input, weight, stride, padding, dilation):
+    """The call's geometry and what it runs per pass."""
     call = _Call(input, weight, stride, padding, dilation)
-    if not call.pytorch_can_run:
-        return [_CUSTOMOPS] * 3
-    return _choose(call, input)
+    if input.device.type not in _CHOOSING_DEVICES or not call.pytorch_can_run:
+        return call, [_CUSTOMOPS] * 3
+    return call, _choose(call, input)
 
 
 def _choose(call: _Call, input: torch.Tensor) -> List[str]:
@@ -109,7 +99,7 @@ def _choose(call: _Call, input: torch.Tensor) -> List[str]:
     # mode the op finds, when it runs, the choice timed here under its own key (the rule ignores the bias).
     args = (call.sizes, call.weight_sizes, input.dtype, call.channels_last, False, call.stride, call.padding,
             call.dilation)
-    device = input.device.index if input.device.index is not None else torch.cuda.current_device()
+    device = cuda_index(input.device)
     lib = torch.ops.customops_backends
     # Outside the tracing modes: the question is not part of the graph.
     with _disable_current_modes():
@@ -168,9 +158,8 @@ def depthwise_conv2d(input: torch.Tensor, weight: torch.Tensor, bias: Optional[t
                      stride=1, padding=0, dilation=1):
     if _inside():
         return NotImplemented
-    forward = passes(input, weight, stride, padding, dilation)[0]
+    call, (forward, _, _) = _plan(input, weight, stride, padding, dilation)
     if forward == _PYTORCH:
-        call = _Call(input, weight, stride, padding, dilation)
         out = aten.convolution(call.batch(input), weight, bias, call.window_stride, call.padding,
                                call.window_dilation, False, [0, 0], input.shape[-3])
         return call.unbatch(out.contiguous(memory_format=call.format))
@@ -186,7 +175,7 @@ def depthwise_conv2d_backward(grad_out: torch.Tensor, input: torch.Tensor, weigh
     if _inside():
         return NotImplemented
     want = [bool(m) for m in output_mask]
-    _, input_grad, weight_grad = passes(input, weight, stride, padding, dilation)
+    call, (_, input_grad, weight_grad) = _plan(input, weight, stride, padding, dilation)
     # The bias gradient goes with the weight gradient (one reduction over the batch and the plane), as in eager.
     theirs = [want[0] and input_grad == _PYTORCH, want[1] and weight_grad == _PYTORCH,
               want[2] and weight_grad == _PYTORCH]
@@ -202,7 +191,6 @@ def depthwise_conv2d_backward(grad_out: torch.Tensor, input: torch.Tensor, weigh
     if our_bias:
         grads[2] = _bias_grad(grad_out)
     if any(theirs):
-        call = _Call(input, weight, stride, padding, dilation)
         g_input, g_weight, g_bias = aten.convolution_backward(
             call.batch(grad_out), call.batch(input), weight, [weight.shape[0]] if theirs[2] else None,
             call.window_stride, call.padding, call.window_dilation, False, [0, 0], input.shape[-3], theirs)
