@@ -16,8 +16,9 @@ with customops' kernels or with PyTorch's convolution (cuDNN or its native depth
 ``customops.upsample_bilinear2d`` on CUDA runs each pass (forward, backward) with customops' kernels or with
 PyTorch's (``F.interpolate``'s kernel and its backward) under the same three policies, by a rule measured over
 resize shapes (docs/performance/upsample_choice.md) or timed in benchmark mode. PyTorch's kernels take the
-``half_pixel`` and ``align_corners`` conventions, not ``asymmetric``, and their backward adds atomically: under
-deterministic algorithms the backward stays with customops' kernel, whatever the policy.
+``half_pixel`` and ``align_corners`` conventions, not ``asymmetric``, and their backward adds atomically in the
+gradient's dtype: under deterministic algorithms, and for upscales in float16 and bfloat16 (whose many additions
+per input would lose bits), the backward stays with customops' kernel, whatever the policy.
 
 CPU calls always run customops' kernels. Results are the same up to rounding whichever runs, in the same
 layout.
@@ -92,7 +93,8 @@ def upsample_bilinear2d_rule(input_size: Sequence[int], output_size: Sequence[in
     """What the ``"auto"`` rule runs for a CUDA call of ``upsample_bilinear2d`` resizing an input of
     ``input_size`` (N, C, H, W) to ``output_size`` (H, W), per pass (``forward``, ``backward``):
     ``"customops"`` or ``"pytorch"``. A forced policy (:func:`set`) and timed choices (benchmark mode) override
-    it; the ``asymmetric`` convention, and the backward under deterministic algorithms, are always customops'."""
+    it; the ``asymmetric`` convention, the backward under deterministic algorithms and the half types' backward
+    upscales are always customops'."""
     picks = _lib().upsample_bilinear2d_rule([int(s) for s in input_size], [int(s) for s in output_size], dtype,
                                             bool(channels_last), coordinate_mode)
     return dict(zip(_UPSAMPLE_PASSES, picks))
