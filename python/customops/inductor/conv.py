@@ -27,7 +27,7 @@ from torch._prims_common import suggest_memory_format
 from torch.utils._python_dispatch import _disable_current_modes
 
 from .._windows import equivalent_window
-from ._common import cuda_index, hint as _hint, opmath
+from ._common import opmath
 
 OP = "depthwise_conv2d"
 DECOMPOSED_BY_DEFAULT = True
@@ -42,6 +42,18 @@ _INT32_MAX = 2**31 - 1
 
 def _pair(v) -> List[int]:
     return [v, v] if isinstance(v, int) else list(v)
+
+
+def _hint(v) -> int:
+    """A size's value: a static size as it is, a symbolic one by its hint (no guard: the choice is not part of
+    the graph's specialisation)."""
+    if isinstance(v, int):
+        return v
+    from torch.fx.experimental import symbolic_shapes
+
+    # optimization_hint from torch 2.15, hint_int before; a size without a hint (data-dependent) counts as large.
+    hint = getattr(symbolic_shapes, "optimization_hint", None) or symbolic_shapes.hint_int
+    return int(hint(v, fallback=8192))
 
 
 def _channels_last(t: torch.Tensor) -> bool:
@@ -99,7 +111,7 @@ def _choose(call: _Call, input: torch.Tensor) -> List[str]:
     # mode the op finds, when it runs, the choice timed here under its own key (the rule ignores the bias).
     args = (call.sizes, call.weight_sizes, input.dtype, call.channels_last, False, call.stride, call.padding,
             call.dilation)
-    device = cuda_index(input.device)
+    device = input.device.index if input.device.index is not None else torch.cuda.current_device()
     lib = torch.ops.customops_backends
     # Outside the tracing modes: the question is not part of the graph.
     with _disable_current_modes():
