@@ -19,6 +19,7 @@
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
+#include "kernels/core/causal_conv1d.h"
 
 namespace customops {
 

@@ -15,6 +15,7 @@
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
+#include "kernels/core/fold.h"
 
 namespace customops {
 
@@ -29,11 +30,6 @@ inline c10::ArrayRef<int64_t> sizes_of(const at::Tensor& t, int64_t) {
 inline c10::SymIntArrayRef sizes_of(const at::Tensor& t, const c10::SymInt&) {
   return t.sym_sizes();
 }
-
-// Window parameters, validated; each is {height, width}.
-struct Window {
-  int64_t kh, kw, dh, dw, ph, pw, sh, sw;
-};
 
 // (n - 1) * s + (k - 1) * d + 1 in *r: the extent that n windows of k taps, d apart, s apart from each other,
 // read along an axis; false where it overflows int64 (huge stride or dilation), where it cannot be staged.

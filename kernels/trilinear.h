@@ -9,7 +9,6 @@
 #include <ATen/OpMathType.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
-#include <c10/macros/Macros.h>
 #include <c10/util/Exception.h>
 
 #include <array>
@@ -18,36 +17,11 @@
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
+#include "kernels/core/trilinear.h"
 
 namespace customops {
 
 namespace trilinear {
-
-// scaffold: the scalar formulas the CPU and CUDA kernels share |
-constexpr int kCorners = 8;
-
-// A point's corner weights and their derivatives in its 3 coordinates, each
-// computed where it is used (the forward needs no derivatives).
-template <typename T>
-struct Corners {
-  T t[3];  // (coordinate + 1) / 2
-
-  C10_HOST_DEVICE Corners(T x, T y, T z) : t{(x + T(1)) * T(0.5), (y + T(1)) * T(0.5), (z + T(1)) * T(0.5)} {}
-
-  // Factor of corner k along axis d.
-  C10_HOST_DEVICE T factor(int k, int d) const {
-    return (k >> (2 - d)) & 1 ? t[d] : T(1) - t[d];
-  }
-  C10_HOST_DEVICE T weight(int k) const {
-    return factor(k, 0) * factor(k, 1) * factor(k, 2);
-  }
-  // d weight(k) / d coordinate d (the 1/2 is dt/dcoordinate).
-  C10_HOST_DEVICE T derivative(int k, int d) const {
-    const T sign = (k >> (2 - d)) & 1 ? T(0.5) : T(-0.5);
-    return sign * factor(k, (d + 1) % 3) * factor(k, (d + 2) % 3);
-  }
-};
-// scaffold-end
 
 using Grads = std::tuple<at::Tensor, at::Tensor>;
 

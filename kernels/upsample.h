@@ -26,12 +26,11 @@
 #include "kernels/common/backend_choice.h"
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
+#include "kernels/core/upsample.h"
 
 namespace customops {
 
 namespace upsample {
-
-enum class Mode { HalfPixel, AlignCorners, Asymmetric };
 
 // Parses the schema's string; an unknown mode is an error listing the valid ones.
 inline Mode parse_mode(const char* op, c10::string_view mode) {
@@ -41,77 +40,6 @@ inline Mode parse_mode(const char* op, c10::string_view mode) {
   TORCH_CHECK(false, "customops::", op, ": unknown coordinate_mode '", std::string(mode),
               "'; expected one of half_pixel, align_corners, asymmetric");
 }
-
-// One axis of the resize: in -> out positions. opmath_t is float for float16,
-// bfloat16 and float32 (PyTorch computes these coordinates in float too) and
-// double for float64.
-template <typename opmath_t>
-struct Axis {
-  opmath_t scale, off;
-  opmath_t inverse;  // 1 / scale (0 with scale), for first_at_least's estimate
-  int64_t in, out;
-
-  static Axis make(Mode mode, int64_t in, int64_t out) {
-    Axis a{opmath_t(0), opmath_t(0), opmath_t(0), in, out};
-    if (mode == Mode::AlignCorners) {
-      a.scale = out > 1 ? static_cast<opmath_t>(in - 1) / static_cast<opmath_t>(out - 1) : opmath_t(0);
-    } else {
-      a.scale = static_cast<opmath_t>(in) / static_cast<opmath_t>(out);
-      a.off = mode == Mode::HalfPixel ? opmath_t(0.5) : opmath_t(0);
-    }
-    a.inverse = a.scale != opmath_t(0) ? opmath_t(1) / a.scale : opmath_t(0);
-    return a;
-  }
-
-  // The two input indices output o blends, and their weights.
-  template <typename index_t>
-  C10_HOST_DEVICE void taps(index_t o, index_t& i0, index_t& i1, opmath_t& w0, opmath_t& w1) const {
-    opmath_t src = scale * (static_cast<opmath_t>(o) + off) - off;
-    src = src < opmath_t(0) ? opmath_t(0) : src;
-    const index_t last = static_cast<index_t>(in - 1);
-    i0 = static_cast<index_t>(src);
-    i0 = i0 < last ? i0 : last;
-    i1 = i0 < last ? i0 + 1 : last;
-    opmath_t l = src - static_cast<opmath_t>(i0);
-    l = l < opmath_t(0) ? opmath_t(0) : (l > opmath_t(1) ? opmath_t(1) : l);
-    w1 = l;
-    w0 = opmath_t(1) - l;
-  }
-
-  template <typename index_t>
-  C10_HOST_DEVICE index_t first_tap(index_t o) const {
-    index_t i0, i1;
-    opmath_t w0, w1;
-    taps(o, i0, i1, w0, w1);
-    return i0;
-  }
-
-  // The first output whose i0 is at least t (out if none). i0 never decreases
-  // with o, so the outputs that read input i, those with i0 in {i-1, i}, are
-  // [first_at_least(i-1), first_at_least(i+1)). The estimate inverts src; the
-  // loops make the answer exact under the same rounding as taps().
-  template <typename index_t>
-  C10_HOST_DEVICE index_t first_at_least(index_t t) const {
-    const index_t n = static_cast<index_t>(out);
-    if (t <= 0) return 0;
-    if (scale == opmath_t(0)) return n;  // every output reads input 0
-    opmath_t est = (static_cast<opmath_t>(t) + off) * inverse - off;
-    index_t o = est <= opmath_t(0) ? index_t(0)
-                                   : (est >= static_cast<opmath_t>(n) ? n : static_cast<index_t>(est));
-    while (o > 0 && first_tap<index_t>(o - 1) >= t) --o;
-    while (o < n && first_tap<index_t>(o) < t) ++o;
-    return o;
-  }
-
-  // Weight of output o's taps on input i (both taps may be i at the last index).
-  template <typename index_t>
-  C10_HOST_DEVICE opmath_t weight(index_t o, index_t i) const {
-    index_t i0, i1;
-    opmath_t w0, w1;
-    taps(o, i0, i1, w0, w1);
-    return (i0 == i ? w0 : opmath_t(0)) + (i1 == i ? w1 : opmath_t(0));
-  }
-};
 
 using checks::holds;
 

@@ -10,36 +10,15 @@
 namespace customops::cpu::CPU_CAPABILITY {
 namespace {
 
-// out[t] = bias + sum_j taps[j] * in[t + j] for t < L, over a row `in` of
-// L + K - 1 values (the sequence with its K-1 zeros): tap by tap, so that
-// each pass over t vectorises.
-template <typename opmath_t>
-void filter_row(const opmath_t* in, const opmath_t* taps, int64_t K, int64_t L, opmath_t bias, opmath_t* out) {
-  std::fill(out, out + L, bias);
-  for (int64_t j = 0; j < K; ++j) {
-    const opmath_t tap = taps[j];
-    const opmath_t* src = in + j;
-    for (int64_t t = 0; t < L; ++t) out[t] += tap * src[t];
-  }
-}
-
-// The filter over every (b, c) row of `in` (rows x L) into `out`: the forward
-// (taps weight[c], K-1 zeros before each row, bias) or, with kReverse, the
-// input gradient (taps reversed, K-1 zeros after each row, no bias).
+// The core's filter over every (b, c) row, in parallel.
 template <bool kReverse, typename scalar_t>
 void filter_rows(const scalar_t* in, const scalar_t* weight, const scalar_t* bias, scalar_t* out, int64_t rows,
                  int64_t C, int64_t L, int64_t K) {
   using opmath_t = at::opmath_type<scalar_t>;
   at::parallel_for(0, rows, grain(L * K), [&](int64_t begin, int64_t end) {
-    // The row in opmath beside its K-1 zeros (the steps before t = 0, or after the last), and the sums.
-    std::vector<opmath_t> row(L + K - 1, opmath_t(0)), acc(L), taps(K);
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t c = r % C;
-      for (int64_t j = 0; j < K; ++j) taps[j] = static_cast<opmath_t>(weight[c * K + (kReverse ? K - 1 - j : j)]);
-      std::copy(in + r * L, in + (r + 1) * L, row.begin() + (kReverse ? 0 : K - 1));
-      filter_row(row.data(), taps.data(), K, L, bias ? static_cast<opmath_t>(bias[c]) : opmath_t(0), acc.data());
-      std::copy(acc.begin(), acc.end(), out + r * L);
-    }
+    std::vector<opmath_t> row(L + K - 1), acc(L), taps(K);
+    causal_conv1d_impl::filter_rows<kReverse>(in, weight, bias, out, begin, end, C, L, K, row.data(), acc.data(),
+                                              taps.data());
   });
 }
 

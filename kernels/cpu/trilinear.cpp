@@ -32,19 +32,7 @@ at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor&
       scalar_t* o = out.data_ptr<scalar_t>();
       at::parallel_for(0, N, grain(kCorners * F), [&](int64_t begin, int64_t end) {
         std::vector<opmath_t> acc(F);
-        for (int64_t n = begin; n < end; ++n) {
-          const Corners<opmath_t> c(p[3 * n], p[3 * n + 1], p[3 * n + 2]);
-          const scalar_t* corner = f + n * kCorners * F;
-          // Corner by corner, so that each loop over F vectorises.
-          const opmath_t w0 = c.weight(0);
-          for (int64_t j = 0; j < F; ++j) acc[j] = w0 * static_cast<opmath_t>(corner[j]);
-          for (int k = 1; k < kCorners; ++k) {
-            const opmath_t w = c.weight(k);
-            const scalar_t* row = corner + k * F;
-            for (int64_t j = 0; j < F; ++j) acc[j] += w * static_cast<opmath_t>(row[j]);
-          }
-          std::copy(acc.begin(), acc.end(), o + n * F);
-        }
+        trilinear::forward_rows(f, p, o, F, begin, end, acc.data());
       });
     });
   });

@@ -12,17 +12,7 @@ namespace {
 
 using upsample::Axis;
 using upsample::Plan;
-
-// Each output index's taps along one axis, computed once per call.
-template <typename opmath_t>
-struct Taps {
-  std::vector<int64_t> i0, i1;
-  std::vector<opmath_t> w0, w1;
-
-  explicit Taps(const Axis<opmath_t>& a) : i0(a.out), i1(a.out), w0(a.out), w1(a.out) {
-    for (int64_t o = 0; o < a.out; ++o) a.taps(o, i0[o], i1[o], w0[o], w1[o]);
-  }
-};
+using upsample::Taps;
 
 // For each input index i, the outputs that read it, [lo[i], lo[i] + count[i]),
 // and their weights on i, from weights[start[i]] on.
@@ -41,9 +31,7 @@ struct Readers {
   }
 };
 
-// Row by row: each input row is interpolated along x once into a buffer and
-// reused by every output row that reads it (two or more when upsampling), and
-// the blend along y is a plain vectorisable loop.
+// NCHW: row by row (the core's loop), in parallel.
 template <typename scalar_t>
 void forward_nchw(const Plan& p) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -51,38 +39,12 @@ void forward_nchw(const Plan& p) {
   const Taps<opmath_t> tx(Axis<opmath_t>::make(p.mode, p.in_w, p.out_w));
   const scalar_t* src = p.input.const_data_ptr<scalar_t>();
   scalar_t* dst = p.output.data_ptr<scalar_t>();
-  const int64_t IH = p.in_h, IW = p.in_w, OH = p.out_h, OW = p.out_w;
-  at::parallel_for(0, p.N * p.C * OH, grain(OW), [&](int64_t begin, int64_t end) {
-    std::vector<opmath_t> buf[2] = {std::vector<opmath_t>(OW), std::vector<opmath_t>(OW)};
-    int64_t held[2] = {-1, -1};  // which input row (n*C + c)*IH + y each buffer holds
-    auto row = [&](int64_t key, int64_t keep) -> const opmath_t* {
-      for (int b = 0; b < 2; ++b) {
-        if (held[b] == key) return buf[b].data();
-      }
-      const int b = held[0] == keep ? 1 : 0;
-      held[b] = key;
-      const scalar_t* line = src + key * IW;
-      opmath_t* out = buf[b].data();
-      for (int64_t ox = 0; ox < OW; ++ox) {
-        out[ox] = tx.w0[ox] * static_cast<opmath_t>(line[tx.i0[ox]]) +
-                  tx.w1[ox] * static_cast<opmath_t>(line[tx.i1[ox]]);
-      }
-      return out;
-    };
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t plane = r / OH, oy = r % OH;
-      const int64_t k0 = plane * IH + ty.i0[oy], k1 = plane * IH + ty.i1[oy];
-      const opmath_t* r0 = row(k0, k1);
-      const opmath_t* r1 = row(k1, k0);
-      const opmath_t w0 = ty.w0[oy], w1 = ty.w1[oy];
-      scalar_t* out = dst + r * OW;
-      for (int64_t ox = 0; ox < OW; ++ox) out[ox] = static_cast<scalar_t>(w0 * r0[ox] + w1 * r1[ox]);
-    }
+  at::parallel_for(0, p.N * p.C * p.out_h, grain(p.out_w), [&](int64_t begin, int64_t end) {
+    upsample::forward_nchw_rows(src, dst, ty, tx, p.in_h, p.in_w, p.out_h, p.out_w, begin, end);
   });
 }
 
-// channels_last: the four source pixels' channels are contiguous, so each
-// output pixel is one vectorisable loop over C.
+// channels_last: pixel by pixel (the core's loop), in parallel.
 template <typename scalar_t>
 void forward_nhwc(const Plan& p) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -90,23 +52,8 @@ void forward_nhwc(const Plan& p) {
   const Taps<opmath_t> tx(Axis<opmath_t>::make(p.mode, p.in_w, p.out_w));
   const scalar_t* src = p.input.const_data_ptr<scalar_t>();
   scalar_t* dst = p.output.data_ptr<scalar_t>();
-  const int64_t C = p.C, IH = p.in_h, IW = p.in_w, OH = p.out_h, OW = p.out_w;
-  at::parallel_for(0, p.N * OH * OW, grain(C), [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const int64_t n = r / (OH * OW), oy = r / OW % OH, ox = r % OW;
-      const scalar_t* image = src + n * IH * IW * C;
-      const scalar_t* a = image + (ty.i0[oy] * IW + tx.i0[ox]) * C;
-      const scalar_t* b = image + (ty.i0[oy] * IW + tx.i1[ox]) * C;
-      const scalar_t* c = image + (ty.i1[oy] * IW + tx.i0[ox]) * C;
-      const scalar_t* d = image + (ty.i1[oy] * IW + tx.i1[ox]) * C;
-      const opmath_t wy0 = ty.w0[oy], wy1 = ty.w1[oy], wx0 = tx.w0[ox], wx1 = tx.w1[ox];
-      scalar_t* out = dst + r * C;
-      for (int64_t ch = 0; ch < C; ++ch) {
-        const opmath_t top = wx0 * static_cast<opmath_t>(a[ch]) + wx1 * static_cast<opmath_t>(b[ch]);
-        const opmath_t bottom = wx0 * static_cast<opmath_t>(c[ch]) + wx1 * static_cast<opmath_t>(d[ch]);
-        out[ch] = static_cast<scalar_t>(wy0 * top + wy1 * bottom);
-      }
-    }
+  at::parallel_for(0, p.N * p.out_h * p.out_w, grain(p.C), [&](int64_t begin, int64_t end) {
+    upsample::forward_nhwc_pixels(src, dst, ty, tx, p.C, p.in_h, p.in_w, p.out_h, p.out_w, begin, end);
   });
 }
 

@@ -1,0 +1,45 @@
+// causal_conv1d's CPU filter on raw pointers, shared by libtorch's CPU kernels (kernels/cpu/causal_conv1d.cpp)
+// and ExecuTorch's (kernels/executorch/causal_conv1d.cpp): one formula, every runtime.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace customops::causal_conv1d_impl {
+// Internal linkage: the CPU kernels compile this once per instruction set (kernels/cpu/), and one shared
+// symbol would let the linker keep any one of those copies for every caller.
+namespace {
+
+// out[t] = bias + sum_j taps[j] * in[t + j] for t < L, over a row `in` of
+// L + K - 1 values (the sequence with its K-1 zeros): tap by tap, so that
+// each pass over t vectorises.
+template <typename opmath_t>
+void filter_row(const opmath_t* in, const opmath_t* taps, int64_t K, int64_t L, opmath_t bias, opmath_t* out) {
+  std::fill(out, out + L, bias);
+  for (int64_t j = 0; j < K; ++j) {
+    const opmath_t tap = taps[j];
+    const opmath_t* src = in + j;
+    for (int64_t t = 0; t < L; ++t) out[t] += tap * src[t];
+  }
+}
+
+// The filter over rows [begin, end) of `in` (rows of L values, row r of channel r % C) into `out`: the forward
+// (taps weight[c], K-1 zeros before each row, bias when not null) or, with kReverse, the input gradient (taps
+// reversed, K-1 zeros after each row, no bias). Scratch of the caller's, so that a task allocates it once:
+// row (L + K - 1 values), acc (L) and taps (K), of the accumulation type.
+template <bool kReverse, typename scalar_t, typename opmath_t>
+void filter_rows(const scalar_t* in, const scalar_t* weight, const scalar_t* bias, scalar_t* out, int64_t begin,
+                 int64_t end, int64_t C, int64_t L, int64_t K, opmath_t* row, opmath_t* acc, opmath_t* taps) {
+  // The row in opmath beside its K-1 zeros (the steps before t = 0, or after the last).
+  std::fill(row, row + L + K - 1, opmath_t(0));
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t c = r % C;
+    for (int64_t j = 0; j < K; ++j) taps[j] = static_cast<opmath_t>(weight[c * K + (kReverse ? K - 1 - j : j)]);
+    std::copy(in + r * L, in + (r + 1) * L, row + (kReverse ? 0 : K - 1));
+    filter_row(row, taps, K, L, bias ? static_cast<opmath_t>(bias[c]) : opmath_t(0), acc);
+    for (int64_t t = 0; t < L; ++t) out[r * L + t] = static_cast<scalar_t>(acc[t]);
+  }
+}
+
+} // namespace
+} // namespace customops::causal_conv1d_impl
