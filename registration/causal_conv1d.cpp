@@ -7,6 +7,7 @@
 #include "kernels/causal_conv1d.h"
 #include "registration/autocast.h"
 #include "registration/conv_grads.h"
+#include "registration/out_variant.h"
 
 namespace customops {
 namespace {
@@ -119,6 +120,11 @@ void register_autocast(torch::Library& m) {
   autocast::keep_input_dtype(m, {"causal_conv1d_backward"});
 }
 
+at::Tensor& causal_conv1d_out(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                              at::Tensor& out) {
+  return out_variant::into("causal_conv1d.out", detail::causal_conv1d_op().call(x, weight, bias), out);
+}
+
 } // namespace
 } // namespace customops
 
@@ -133,6 +139,10 @@ TORCH_LIBRARY_IMPL(customops, CUDA, m) {
   m.impl("causal_conv1d_backward", &customops::cuda::causal_conv1d_backward);
 }
 #endif
+
+TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
+  m.impl("causal_conv1d.out", TORCH_FN(customops::causal_conv1d_out));
+}
 
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
   m.impl("causal_conv1d", &customops::meta::causal_conv1d);

@@ -9,6 +9,7 @@
 
 #include "kernels/fold.h"
 #include "registration/autocast.h"
+#include "registration/out_variant.h"
 
 namespace customops {
 namespace {
@@ -164,6 +165,16 @@ at::Tensor fold_meta(const at::Tensor& input, c10::SymIntArrayRef size, at::IntA
   return meta::col2im(input, size, k, d, p, s);
 }
 
+at::Tensor& im2col_out(const at::Tensor& input, at::IntArrayRef k, at::IntArrayRef d, at::IntArrayRef p,
+                       at::IntArrayRef s, at::Tensor& out) {
+  return out_variant::into("im2col.out", detail::im2col_op().call(input, k, d, p, s), out);
+}
+
+at::Tensor& col2im_out(const at::Tensor& input, c10::SymIntArrayRef size, at::IntArrayRef k, at::IntArrayRef d,
+                       at::IntArrayRef p, at::IntArrayRef s, at::Tensor& out) {
+  return out_variant::into("col2im.out", detail::col2im_op().call(input, size, k, d, p, s), out);
+}
+
 } // namespace
 } // namespace customops
 
@@ -184,6 +195,11 @@ TORCH_LIBRARY_IMPL(customops, CUDA, m) {
   m.impl("im2col_backward", &fold_cuda<kIm2colBackward, kGradOut, kInputSize>);
 }
 #endif
+
+TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
+  m.impl("im2col.out", TORCH_FN(customops::im2col_out));
+  m.impl("col2im.out", TORCH_FN(customops::col2im_out));
+}
 
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
   using namespace customops;

@@ -17,10 +17,14 @@ TORCH_LIBRARY(customops, m) {
   // im2col is col2im's gradient and vice versa; SymInt sizes keep them
   // traceable with dynamic shapes.
   m.def("im2col(Tensor input, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) -> Tensor", pt2);
+  m.def("im2col.out(Tensor input, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride, *, "
+        "Tensor(a!) out) -> Tensor(a!)");
   m.def("im2col_backward(Tensor grad_out, SymInt[2] input_size, int[2] kernel_size, int[2] dilation, "
         "int[2] padding, int[2] stride) -> Tensor", pt2);
   m.def("col2im(Tensor input, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, "
         "int[2] stride) -> Tensor", pt2);
+  m.def("col2im.out(Tensor input, SymInt[2] output_size, int[2] kernel_size, int[2] dilation, int[2] padding, "
+        "int[2] stride, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("col2im_backward(Tensor grad_out, int[2] kernel_size, int[2] dilation, int[2] padding, int[2] stride) "
         "-> Tensor", pt2);
 
@@ -39,12 +43,17 @@ TORCH_LIBRARY(customops, m) {
   // (kernels/upsample.h). The backward is the resize's adjoint and gathers.
   m.def("upsample_bilinear2d(Tensor input, SymInt[2] output_size, str coordinate_mode=\"half_pixel\") -> Tensor",
         pt2);
+  m.def("upsample_bilinear2d.out(Tensor input, SymInt[2] output_size, str coordinate_mode=\"half_pixel\", *, "
+        "Tensor(a!) out) -> Tensor(a!)");
   m.def("upsample_bilinear2d_backward(Tensor grad_out, SymInt[2] input_size, str coordinate_mode=\"half_pixel\") "
         "-> Tensor", pt2);
 
   // feats (N, 8, F), points (N, 3) -> (N, F); the backward returns the
-  // gradients of feats and points that output_mask asks for.
+  // gradients of feats and points that output_mask asks for. The out variant
+  // is what ExecuTorch's programs call, run there by customops' kernel
+  // (kernels/executorch/; registration/out_variant.h).
   m.def("trilinear_interpolation(Tensor feats, Tensor points) -> Tensor", pt2);
+  m.def("trilinear_interpolation.out(Tensor feats, Tensor points, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("trilinear_interpolation_backward(Tensor grad_out, Tensor feats, Tensor points, bool[2] output_mask) "
         "-> (Tensor, Tensor)", pt2);
   m.def("silu_mul(Tensor a, Tensor b) -> Tensor", pt2);
@@ -53,6 +62,7 @@ TORCH_LIBRARY(customops, m) {
   // x (B, C, L), weight (C, K), bias (C) -> (B, C, L), each step from itself and the K-1 before it; the
   // backward returns the gradients of x, weight and bias that output_mask asks for.
   m.def("causal_conv1d(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor", pt2);
+  m.def("causal_conv1d.out(Tensor x, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("causal_conv1d_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask) "
         "-> (Tensor, Tensor, Tensor)", pt2);
 }

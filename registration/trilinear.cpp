@@ -7,6 +7,7 @@
 
 #include "kernels/trilinear.h"
 #include "registration/autocast.h"
+#include "registration/out_variant.h"
 
 namespace customops {
 namespace {
@@ -158,6 +159,11 @@ detail::TrilinearGrads trilinear_backward_autograd(const at::Tensor& g, const at
   return TrilinearBackwardFunction::apply(g, feats, points, mask);
 }
 
+at::Tensor& trilinear_interpolation_out(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out) {
+  return out_variant::into("trilinear_interpolation.out", detail::trilinear_interpolation_op().call(feats, points),
+                           out);
+}
+
 } // namespace
 } // namespace customops
 
@@ -172,6 +178,10 @@ TORCH_LIBRARY_IMPL(customops, CUDA, m) {
   m.impl("trilinear_interpolation_backward", &customops::cuda::trilinear_interpolation_backward);
 }
 #endif
+
+TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
+  m.impl("trilinear_interpolation.out", TORCH_FN(customops::trilinear_interpolation_out));
+}
 
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
   m.impl("trilinear_interpolation", &customops::meta::trilinear_interpolation);

@@ -8,6 +8,7 @@
 
 #include "kernels/upsample.h"
 #include "registration/autocast.h"
+#include "registration/out_variant.h"
 
 namespace customops {
 namespace {
@@ -103,6 +104,11 @@ at::Tensor resize_backward_cuda(const at::Tensor& grad_out, c10::SymIntArrayRef 
 }
 #endif
 
+at::Tensor& upsample_bilinear2d_out(const at::Tensor& input, c10::SymIntArrayRef size, c10::string_view mode,
+                                    at::Tensor& out) {
+  return out_variant::into("upsample_bilinear2d.out", detail::upsample_bilinear2d_op().call(input, size, mode), out);
+}
+
 } // namespace
 } // namespace customops
 
@@ -117,6 +123,10 @@ TORCH_LIBRARY_IMPL(customops, CUDA, m) {
   m.impl("upsample_bilinear2d_backward", &customops::resize_backward_cuda);
 }
 #endif
+
+TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
+  m.impl("upsample_bilinear2d.out", TORCH_FN(customops::upsample_bilinear2d_out));
+}
 
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
   m.impl("upsample_bilinear2d", &customops::meta::upsample_bilinear2d);

@@ -9,7 +9,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ASAN_BUILD="${CUSTOMOPS_ASAN_BUILD_DIR:-$ROOT/build-asan}"
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-cmake -S "$ROOT" -B "$ASAN_BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUSTOMOPS_PYTHON="$PYTHON" \
+cmake -S "$ROOT" -B "$ASAN_BUILD" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUSTOMOPS_PYTHON="$PYTHON" -DCUSTOMOPS_WITH_EXECUTORCH=OFF \
   -DCUSTOMOPS_WITH_CUDA=OFF -DCUSTOMOPS_SANITIZE=ON -DCUSTOMOPS_STAGE_PYTHON=OFF \
   -DCUSTOMOPS_CPU_CAPABILITIES=DEFAULT >/dev/null
 cached_build "the sanitized build" cmake --build "$ASAN_BUILD" --parallel "$(nproc)"

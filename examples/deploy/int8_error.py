@@ -25,34 +25,7 @@ from torch import nn
 import customops
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from train_export import build, synthetic_batch  # noqa: E402
-
-
-class _Interpolate(nn.Module):
-    def forward(self, x):
-        return nn.functional.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)
-
-
-class _QuickGELU(nn.Module):
-    def forward(self, x):
-        return x * torch.sigmoid(1.702 * x)
-
-
-def _plain(model: nn.Module) -> nn.Module:
-    """The same network and weights in torch.nn layers."""
-    plain = copy.deepcopy(model)
-    for child in list(plain.modules()):
-        for attr, sub in list(child.named_children()):
-            if isinstance(sub, customops.QuickGELU):
-                setattr(child, attr, _QuickGELU())
-            elif isinstance(sub, customops.UpsampleBilinear2d):
-                setattr(child, attr, _Interpolate())
-            elif isinstance(sub, (customops.Conv2d, customops.DepthwiseConv2d)):
-                conv = nn.Conv2d(sub.in_channels, sub.out_channels, sub.kernel_size, sub.stride, sub.padding,
-                                 sub.dilation, sub.groups, bias=sub.bias is not None)
-                conv.load_state_dict(sub.state_dict())
-                setattr(child, attr, conv)
-    return plain.eval()
+from train_export import build, plain_twin, synthetic_batch  # noqa: E402
 
 
 def _error(model, args, calibration) -> float:
@@ -69,7 +42,7 @@ def main() -> None:
     segmenter.up.coordinate_mode = "half_pixel"
     calibration, _ = synthetic_batch(32, torch.Generator().manual_seed(3))
     rows.append(("segmentation model (train_export.py), 4x3x32x32", _error(segmenter, (images,), calibration),
-                 _error(_plain(segmenter), (images,), calibration)))
+                 _error(plain_twin(segmenter), (images,), calibration)))
 
     torch.manual_seed(0)
     mobilenet = torchvision.models.mobilenet_v2(num_classes=10).eval()

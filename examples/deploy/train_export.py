@@ -14,6 +14,7 @@ Needs ``pip install 'customops[onnx]'``. Runs on CPU in seconds.
 from __future__ import annotations
 
 import argparse
+import copy
 import tempfile
 import time
 from pathlib import Path
@@ -53,6 +54,39 @@ class TinySegmenter(nn.Module):
         y = self.act(self.fuse1(torch.cat([self.up(s3), s2], 1)))
         y = self.act(self.fuse2(torch.cat([self.up(y), s1], 1)))
         return self.classify(y)
+
+
+class _Interpolate(nn.Module):
+    def __init__(self, align_corners: bool) -> None:
+        super().__init__()
+        self.align_corners = align_corners
+
+    def forward(self, x):
+        return nn.functional.interpolate(x, scale_factor=2, mode="bilinear", align_corners=self.align_corners)
+
+
+class _QuickGELU(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(1.702 * x)
+
+
+def plain_twin(model: nn.Module) -> nn.Module:
+    """The same network and weights in torch.nn layers: nn.Conv2d, QuickGELU written as x * sigmoid(1.702 x) and
+    F.interpolate (align_corners where the model's resize has it, else half_pixel: PyTorch has no asymmetric
+    mode), the baseline of int8_error.py and to_executorch.py."""
+    plain = copy.deepcopy(model)
+    for child in list(plain.modules()):
+        for attr, sub in list(child.named_children()):
+            if isinstance(sub, customops.QuickGELU):
+                setattr(child, attr, _QuickGELU())
+            elif isinstance(sub, customops.UpsampleBilinear2d):
+                setattr(child, attr, _Interpolate(sub.coordinate_mode == "align_corners"))
+            elif isinstance(sub, (customops.Conv2d, customops.DepthwiseConv2d)):
+                conv = nn.Conv2d(sub.in_channels, sub.out_channels, sub.kernel_size, sub.stride, sub.padding,
+                                 sub.dilation, sub.groups, bias=sub.bias is not None)
+                conv.load_state_dict(sub.state_dict())
+                setattr(child, attr, conv)
+    return plain.eval()
 
 
 def synthetic_batch(n: int, generator: torch.Generator):

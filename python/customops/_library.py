@@ -23,6 +23,14 @@ def _find(relative: str) -> Path | None:
     return next((d / relative for d in reversed(_package_dirs()) if (d / relative).exists()), None)
 
 
+def registered_ops() -> list[str]:
+    """Every registered customops operator's name (no namespace), sorted, each once: an out variant
+    (``<op>.out``, what ExecuTorch's programs call) is an overload of its op, not an op of its own."""
+    names = {n.split("::", 1)[1].split(".", 1)[0] for n in torch._C._dispatch_get_all_op_names()
+             if n.startswith("customops::")}
+    return sorted(names)
+
+
 def library_path() -> str:
     """Absolute path of the libcustomops.so this package loads.
 
@@ -45,11 +53,12 @@ def cmake_prefix_path() -> str | None:
 
 
 def runner_path(name: str) -> str:
-    """Path of an installed C++ runner: ``"torchscript"`` (customops_torchscript) or ``"aoti"``
-    (customops_aoti). A pip install puts them in ``customops/bin/``; a plain build in
+    """Path of an installed C++ runner: ``"torchscript"`` (customops_torchscript), ``"aoti"``
+    (customops_aoti) or ``"executorch_runner"`` (customops_executorch_runner, built where the build's
+    Python had executorch). A pip install puts them in ``customops/bin/``; a plain build in
     ``<build dir>/examples/``, which ``$CUSTOMOPS_BUILD_DIR`` names."""
-    if name not in ("torchscript", "aoti"):
-        raise ValueError(f"customops: no runner {name!r}; expected 'torchscript' or 'aoti'")
+    if name not in ("torchscript", "aoti", "executorch_runner"):
+        raise ValueError(f"customops: no runner {name!r}; expected 'torchscript', 'aoti' or 'executorch_runner'")
     candidates = [d / "bin" / f"customops_{name}" for d in reversed(_package_dirs())]
     if os.environ.get("CUSTOMOPS_BUILD_DIR"):
         candidates.insert(0, Path(os.environ["CUSTOMOPS_BUILD_DIR"]) / "examples" / f"customops_{name}")

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
+import customops
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
@@ -30,7 +32,7 @@ SOURCES = {
 
 
 def registered() -> set[str]:
-    return {n.split("::", 1)[1] for n in torch._C._dispatch_get_all_op_names() if n.startswith("customops::")}
+    return set(customops._library.registered_ops())
 
 
 def forward_ops() -> list[str]:

@@ -1,5 +1,6 @@
 """ExecuTorch: every op's samples exported, lowered (XNNPACK delegate on and off), made a program and run by
-ExecuTorch's runtime, against eager PyTorch (customops.executorch)."""
+ExecuTorch's runtime, against eager PyTorch, by each route an op has: its core-ATen decomposition, and customops'
+own kernel (libcustomops_executorch.so) for the ops that have one (customops.executorch)."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def _run(program, inputs):
 
 
 def test_every_op_has_a_core_aten_decomposition():
-    table = customops.executorch.decompositions()
+    table = customops.executorch.decompositions(every=True)
     assert {op.overload for op in OP_DB} <= set(table), {op.name for op in OP_DB} - {o.name() for o in table}
 
 
@@ -47,7 +48,7 @@ def _as_in_a_graph(op: OpInfo, kwargs: dict) -> dict:
 
 @pytest.mark.parametrize("op", OP_DB, ids=str)
 def test_the_decompositions_compute_the_ops(op: OpInfo):
-    decomposition = customops.executorch.decompositions()[op.overload]
+    decomposition = customops.executorch.decompositions(every=True)[op.overload]
     for dtype in (torch.float32, torch.float64):
         for sample in op.sample_inputs("cpu", dtype, False):
             want = op.overload(*sample.args, **sample.kwargs)
@@ -62,22 +63,108 @@ def test_importing_executorch_registers_the_ops():
     assert customops.executorch.is_registered(), customops.executorch.error
 
 
-@pytest.mark.parametrize("delegate", [True, False], ids=["xnnpack", "portable"])
-@pytest.mark.parametrize("op", OP_DB, ids=str)
-def test_programs_run_what_eager_runs(op: OpInfo, delegate):
-    for sample in _samples(op):
-        module, inputs = op.module(sample)
-        with torch.no_grad():
-            want = module(*inputs)
+def _routes(op: OpInfo):
+    return ["decomposition", "kernel"] if op.name in customops.executorch.kernel_ops() else ["decomposition"]
+
+
+ROUTED = [(op, route) for op in OP_DB for route in _routes(op)]
+needs_kernels = pytest.mark.skipif(customops.executorch.kernel_library() is None,
+                                   reason="libcustomops_executorch.so not built (no executorch when customops was)")
+
+
+def _lower_and_run(op: OpInfo, route: str, delegate: bool, sample, dtype=torch.float32):
+    module, inputs = op.module(sample)
+    with torch.no_grad():
+        want = module(*inputs)
+    with customops.executorch.use_route(op.name, route):
+        takes_kernel = customops.executorch.uses_kernel(op.name, *sample.args, **sample.kwargs)
         exported = torch.export.export(module, tuple(inputs))
         program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()] if delegate else None)
         program = program.to_executorch()
-        ops = [str(n.target) for n in program.exported_program().graph.nodes if n.op == "call_function"]
-        assert not any("customops" in o for o in ops), ops
-        (got,) = _run(program, inputs)
-        scale = max(1.0, float(want.abs().max()))
-        assert got.shape == want.shape, sample.name
-        assert float((got - want).abs().max()) <= 1e-5 * scale, f"{sample.name}: {(got - want).abs().max()}"
+    ops = [str(n.target) for n in program.exported_program().graph.nodes if n.op == "call_function"]
+    customops_ops = [o for o in ops if o.startswith("customops.")]
+    # The route taken: the op's out variant, run by customops' kernel, or no customops op at all.
+    assert customops_ops == ([f"customops.{op.name}.out"] if takes_kernel else []), ops
+    (got,) = _run(program, inputs)
+    scale = max(1.0, float(want.abs().max()))
+    assert got.shape == want.shape and got.dtype == want.dtype, sample.name
+    return float((got.double() - want.double()).abs().max()) / scale
+
+
+@pytest.mark.parametrize("delegate", [True, False], ids=["xnnpack", "portable"])
+@pytest.mark.parametrize("op, route", [pytest.param(o, r, marks=[needs_kernels] if r == "kernel" else [])
+                                       for o, r in ROUTED], ids=[f"{o}-{r}" for o, r in ROUTED])
+def test_programs_run_what_eager_runs(op: OpInfo, route, delegate):
+    if route == "kernel":
+        customops.executorch.load_kernels()
+    for sample in _samples(op):
+        error = _lower_and_run(op, route, delegate, sample)
+        assert error <= 1e-5, f"{sample.name}: {error}"
+
+
+KERNEL_OPS = [op for op in OP_DB if op.name in customops.executorch.kernel_ops()]
+
+
+@needs_kernels
+@pytest.mark.parametrize("op", KERNEL_OPS, ids=str)
+def test_customops_kernels_compute_every_sample(op: OpInfo):
+    # Every sample with data (the planner takes no empty tensors), in every dtype the op's kernels take: the
+    # kernel and libtorch's run the same maths (kernels/core/), so they agree to rounding.
+    customops.executorch.load_kernels()
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        with customops.executorch.use_route(op.name, "kernel"):
+            samples = [s for s in op.sample_inputs("cpu", dtype, False) if all(t.numel() > 0 for t in s.tensors())
+                       and customops.executorch.uses_kernel(op.name, *s.args, **s.kwargs)]
+        assert samples, f"no {dtype} sample takes customops' kernel"
+        for sample in samples[:3 if dtype == torch.float32 else 1]:
+            error = _lower_and_run(op, "kernel", False, sample, dtype)
+            tolerance = 1e-5 if dtype in (torch.float32, torch.float64) else 1e-2
+            assert error <= tolerance, f"{sample.name} {dtype}: {error}"
+
+
+def test_routes_default_to_the_kernels_that_were_built():
+    routes = customops.executorch.routes()
+    assert set(routes) == {op.name for op in OP_DB}
+    built = customops.executorch.kernel_library() is not None
+    defaults = {op: route for f in customops.executorch.families() for op, route in getattr(f, "KERNELS", {}).items()}
+    for op, route in routes.items():
+        assert route == (defaults.get(op, "decomposition") if built else "decomposition"), op
+    assert defaults["col2im"] == "kernel" and defaults["upsample_bilinear2d"] == "decomposition"
+    assert {"trilinear_interpolation", "causal_conv1d", "col2im", "upsample_bilinear2d"} <= \
+        customops.executorch.kernel_ops()
+
+
+@needs_kernels
+def test_a_kernel_routed_op_takes_the_kernel_only_where_the_decomposition_is_not_core_aten():
+    # The resize on the kernel route: PyTorch's conventions become aten.upsample_bilinear2d (XNNPACK runs it),
+    # asymmetric the kernel.
+    x = torch.randn(1, 2, 5, 7)
+    for mode, kernel in (("half_pixel", False), ("align_corners", False), ("asymmetric", True)):
+        module = customops.UpsampleBilinear2d(size=(9, 11), coordinate_mode=mode).eval()
+        with customops.executorch.use_route("upsample_bilinear2d", "kernel"):
+            assert customops.executorch.uses_kernel("upsample_bilinear2d", x, [9, 11], mode) == kernel, mode
+            program = to_edge_transform_and_lower(torch.export.export(module, (x,))).to_executorch()
+        ops = {str(n.target) for n in program.exported_program().graph.nodes if n.op == "call_function"}
+        assert ("customops.upsample_bilinear2d.out" in ops) == kernel, (mode, ops)
+        customops.executorch.load_kernels()
+        (got,) = _run(program, [x])
+        torch.testing.assert_close(got, module(x), rtol=1e-6, atol=1e-6)
+    assert not customops.executorch.uses_kernel("upsample_bilinear2d", x, [9, 11], "asymmetric")  # the default
+
+
+def test_set_route_refuses_what_does_not_exist_and_restores_the_default():
+    with pytest.raises(ValueError, match="route must be one of"):
+        customops.executorch.set_route("col2im", "xnnpack")
+    with pytest.raises(ValueError, match="no op 'nope'"):
+        customops.executorch.set_route("nope", "kernel")
+    with pytest.raises(ValueError, match="no ExecuTorch kernel of conv2d"):
+        customops.executorch.set_route("conv2d", "kernel")
+    default = customops.executorch.routes()["col2im"]
+    with customops.executorch.use_route("col2im", "decomposition"):
+        assert customops.executorch.routes()["col2im"] == "decomposition"
+        table = customops.executorch.decompositions()
+        assert torch.ops.customops.col2im.default in table
+    assert customops.executorch.routes()["col2im"] == default
 
 
 def test_a_fresh_process_that_imports_executorch_first(tmp_path):
@@ -128,6 +215,26 @@ def test_parity_report_runs_both_lowerings_and_keeps_the_model(tmp_path):
     # On request, the checked program instead: the output, then the three ops' results.
     customops.deploy.check(model, args, runtime="executorch", save_pte=str(path), save_instrumented=True)
     assert len(execute(path.read_bytes(), args)) == 4
+
+
+@needs_kernels
+def test_the_report_names_each_ops_route():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(customops.CausalConv1d(8, 4), customops.QuickGELU()).eval()
+    report = customops.deploy.check(model, (torch.randn(2, 8, 16),), runtime="executorch")
+    assert report.ok, report
+    assert {p.op: p.onnx for p in report.ops} == {"customops.causal_conv1d": "customops kernel (causal_conv1d.out)",
+                                                  "customops.quick_gelu": "decomposed (core ATen)"}
+    for lowering in ("xnnpack", "portable"):
+        assert report.pte_operators[lowering].get("customops::causal_conv1d") == 1, report.pte_operators
+    assert "route" in str(report) and "customops::causal_conv1d" in str(report)
+    # Per call: on the kernel route, the resize takes the kernel where aten.upsample_bilinear2d has no convention.
+    resizes = torch.nn.Sequential(customops.UpsampleBilinear2d(scale_factor=2, coordinate_mode="align_corners"),
+                                  customops.UpsampleBilinear2d(scale_factor=2, coordinate_mode="asymmetric"))
+    with customops.executorch.use_route("upsample_bilinear2d", "kernel"):
+        report = customops.deploy.check(resizes, (torch.randn(1, 2, 4, 4),), runtime="executorch")
+    assert report.ok, report
+    assert [p.onnx for p in report.ops] == ["decomposed (core ATen)", "customops kernel (upsample_bilinear2d.out)"]
 
 
 def test_a_wrong_decomposition_is_a_mismatch(monkeypatch):

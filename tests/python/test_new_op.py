@@ -79,10 +79,11 @@ def test_quick_gelu_maths_become_stubs_the_tests_reject():
 
 
 def test_trilinear_maths_become_stubs_the_tests_reject():
-    # The model of an op with a window or gather over several tensors: 14 files of its own and the schemas.
+    # The model of an op with a window or gather over several tensors: 17 files of its own (its ExecuTorch kernel
+    # and the maths it shares with the CPU kernel among them) and the schemas.
     plan = new_op.plan_op(ROOT, NAME, "trilinear_interpolation", None)
     text = {p.relative_to(ROOT).as_posix(): t for p, t in plan.writes.items()}
-    assert len(_new_files(plan)) == 14 and len(plan.todos) >= 40
+    assert len(_new_files(plan)) == 17 and len(plan.todos) >= 44
     todo = f'raise NotImplementedError("TODO({NAME})")'
     # Every path's maths is a stub: kernels, Meta shapes, the double backward, the Python concerns, the tests' table.
     for place, stubs in ((f"kernels/cpu/{NAME}.cpp", 2), (f"kernels/cuda/{NAME}/{NAME}.cu", 2)):
@@ -102,6 +103,14 @@ def test_trilinear_maths_become_stubs_the_tests_reject():
     opinfo = text[f"tests/python/op_db/{NAME}.py"]
     assert opinfo.count(todo) == 8 and "_trilinear" not in opinfo and "(1 - u)" not in opinfo and "_term_scales" not in opinfo
     assert f"litert/{NAME}.py" not in " ".join(text)  # litert-torch takes the Inductor decomposition
+    # The ExecuTorch kernel and the maths it shares: stubs, the out variant's schema beside the op's.
+    assert f'CUSTOMOPS_ET_CHECK(ctx, false, out, "{NAME}", "TODO: the kernel"); return out;' in \
+        text[f"kernels/executorch/{NAME}.cpp"]
+    assert "forward_rows" not in text[f"kernels/core/{NAME}.h"] and "Corners" not in text[f"kernels/core/{NAME}.h"]
+    assert f'EXECUTORCH_LIBRARY(customops, "{NAME}.out"' in text[f"kernels/executorch/{NAME}.cpp"]
+    assert f'm.def("{NAME}.out(Tensor feats, Tensor points, *, Tensor(a!) out) -> Tensor(a!)");' in \
+        text["registration/schemas.cpp"]
+    assert f'KERNELS = ("{NAME}",)' in text[f"python/customops/executorch/{NAME}.py"]
     for path, source in text.items():
         if path.endswith(".py"):
             compile(source, path, "exec")

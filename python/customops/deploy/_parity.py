@@ -150,7 +150,7 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
                             instrumented=save_instrumented)
         names = [f"output[{i}]" for i in range(len(expected))] + [n.name for n in ops]
         values = {n.name: n.name for n in ops}
-        describe = {n.name: "-" for n in ops}
+        describe = {n.name: pte.route(n) for n in ops}
         layout = None
         report = ParityReport(atol=atol, runtime="executorch", provider="ExecuTorch: " + ", ".join(pte.LOWERINGS))
         report.pte_path, report.pte_operators = converted["pte"], converted["operators"]

@@ -30,6 +30,8 @@ def _require():
     if not customops_executorch.is_registered():
         raise RuntimeError(f"customops.deploy: the customops operators are not registered with ExecuTorch: "
                            f"{customops_executorch.error}")
+    if customops_executorch.kernel_library():  # the runtime runs the ops routed to customops' kernels
+        customops_executorch.load_kernels()
 
 
 def lower(exported: torch.export.ExportedProgram, lowering: str = "xnnpack"):
@@ -45,7 +47,8 @@ def lower(exported: torch.export.ExportedProgram, lowering: str = "xnnpack"):
 
 
 def operators(program) -> Dict[str, int]:
-    """The program's kernels by name, and how many delegate calls (``xnnpack``) it makes."""
+    """The program's kernels by name (``customops::<op>``: customops' own), and how many delegate calls
+    (``xnnpack``) it makes."""
     counts: Dict[str, int] = {}
     for node in program.exported_program().graph.nodes:
         if node.op != "call_function":
@@ -57,6 +60,8 @@ def operators(program) -> Dict[str, int]:
             continue
         else:
             name = name.split(".")[0]  # the operator, not its out-variant overload
+            if getattr(node.target, "namespace", None) == "customops":  # customops' own kernel
+                name = f"customops::{name}"
         counts[name] = counts.get(name, 0) + 1
     return counts
 
@@ -97,3 +102,18 @@ def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], 
             raise RuntimeError(f"customops.deploy: the ExecuTorch program ({lowering}) has {len(outputs)} outputs, "
                                f"expected {expected}")
     return {"runs": runs, "operators": kernels, "pte": keep}
+
+
+def route(node: torch.fx.Node) -> str:
+    """How programs lowered now run the customops op call ``node`` (of an exported program): customops' kernel, or
+    its decomposition."""
+    from .. import executorch as customops_executorch
+
+    from torch.utils._pytree import tree_map
+
+    args, kwargs = tree_map(lambda a: a.meta.get("val") if isinstance(a, torch.fx.Node) else a,
+                            (node.args, node.kwargs))
+    op = node.target._opname
+    if customops_executorch.uses_kernel(op, *args, **kwargs):
+        return f"customops kernel ({op}.out)"
+    return "decomposed (core ATen)"

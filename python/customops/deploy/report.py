@@ -17,7 +17,7 @@ class OpParity:
     node: str  # its node name in the exported program (and the ONNX nodes' metadata)
     op: str  # "customops.upsample_bilinear2d"
     module: str  # qualified name of the module that called it ("" if the model's own forward)
-    onnx: str  # what it became, e.g. "Resize(linear, asymmetric)"
+    onnx: str  # what it became, e.g. "Resize(linear, asymmetric)"; in ExecuTorch, its route (pte.route)
     shape: Tuple[int, ...]
     max_abs_diff: Optional[float]  # None where its value was not found in the ONNX graph
 
@@ -70,7 +70,7 @@ class ParityReport:
         return not self.mismatches and not any(f.kind == "unsupported" for f in self.flags)
 
     def __str__(self) -> str:
-        header = ("op", "node", "module", "ONNX", "shape", "max |diff|")
+        header = ("op", "node", "module", "route" if self.runtime == "executorch" else "ONNX", "shape", "max |diff|")
         runtime = {"onnxruntime": "ONNX Runtime", "executorch": "ExecuTorch"}.get(self.runtime,
                                                                                  f"TF-Lite via {self.converter}")
         rows = [(p.op.removeprefix("customops."), p.node, p.module or "-", p.onnx, _shape(p.shape),

@@ -34,6 +34,10 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
      "a pointwise family: one line, the shared kernels' instantiation"),
     ("kernels/cuda/{family}.cu", "CUDA kernels of a pointwise family: one line, as the CPU's"),
     ("kernels/cuda/{family}/", "CUDA kernels of other families"),
+    ("kernels/core/{family}.h", "the maths that runs in more than one runtime, on raw pointers and without ATen: "
+     "libtorch's CPU kernels and customops' ExecuTorch kernels call it (a family with an ExecuTorch kernel)"),
+    ("kernels/executorch/{family}.cpp", "ExecuTorch kernels: the op's out variant (<op>.out) on ExecuTorch's "
+     "tensors, calling kernels/core/{family}.h, where it beats the core-ATen decomposition"),
     ("kernels/common/{family}.cpp", "host code the backends share where it is too much for the header (the "
      "convolutions' plans); a small family's checks and plans are inline in kernels/{family}.h"),
     ("kernels/meta/{family}.cpp", "Meta kernels: output shapes, dtypes and strides (a pointwise family has none: "
@@ -58,7 +62,8 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("python/customops/litert/{family}.py", "litert-torch (PyTorch -> TF-Lite): a lowering of its own, or a "
      "decomposition where litert-torch cannot convert the Inductor one (no file: the Inductor decomposition)"),
     ("python/customops/executorch/{family}.py", "ExecuTorch: a core-ATen decomposition where litert's (or the "
-     "Inductor one) is not one or its runtime refuses it (no file: litert's)"),
+     "Inductor one) is not one or its runtime refuses it, and KERNELS, the ops customops' ExecuTorch kernels run "
+     "(no file: litert's decomposition)"),
     ("tests/python/op_db/{family}.py", "the OpInfo: reference, samples, errors, strategies, fuzz call, cost"),
     ("python/customops/benchmark/ops/{family}.py", "benchmark cases against PyTorch (eager, compiled) and the demo"),
 )
@@ -201,7 +206,8 @@ def module_class(root: Path, family: str, like: str) -> str:
 def add_schemas(plan: Plan) -> None:
     path = plan.root / "registration/schemas.cpp"
     text = plan.writes.get(path) or path.read_text()
-    statements = re.findall(r'^\s*m\.def\("' + re.escape(plan.like) + r'(?:_backward)?\(.*?\);\n', text, re.M | re.S)
+    statements = re.findall(r'^\s*m\.def\("' + re.escape(plan.like) + r'(?:_backward|\.out)?\(.*?\);\n', text,
+                            re.M | re.S)
     if not statements:
         raise SystemExit(f"registration/schemas.cpp: no schema of {plan.like}")
     lib = text.index("TORCH_LIBRARY(customops, m) {")

@@ -36,3 +36,6 @@ def col2im(input: torch.Tensor, output_size, kernel_size, dilation, padding, str
 
 
 DECOMPOSITIONS = {"im2col": im2col, "col2im": col2im}
+# customops' kernels (kernels/executorch/fold.cpp, the CPU kernels' loops) where the kernel library is found:
+# the decompositions above are a copy per tap, where the kernels make one pass.
+KERNELS = {"im2col": "kernel", "col2im": "kernel"}

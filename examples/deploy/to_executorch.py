@@ -1,0 +1,110 @@
+"""Lower the example networks to ExecuTorch programs (.pte, XNNPACK delegate), check each against eager PyTorch op
+by op, and time each program beside the same network of plain torch.nn layers lowered the same way, in
+ExecuTorch's runtime on this machine's CPU. Prints a Markdown table (docs/deploy.md has it).
+
+    python examples/deploy/to_executorch.py [--out DIR] [--rounds 30] [--calls 10]
+
+The networks: the segmentation model of train_export.py (trained a few steps) with its resizes asymmetric and
+align_corners (its plain twin: nn.Conv2d, QuickGELU written as x * sigmoid(1.702 x), F.interpolate, half_pixel
+where PyTorch has no asymmetric mode), and torchvision's MobileNetV2 (random weights, 10 classes, 96x96) before
+and after customops.convert. ``--out`` keeps each network's .pte, which examples/executorch_runner.cpp runs.
+
+Needs ``pip install executorch`` (torch 2.15).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import customops
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from train_export import build, plain_twin  # noqa: E402
+
+
+def _program(model: nn.Module, args, keep: Path | None = None):
+    """The XNNPACK program of `model` (kept at `keep`), loaded: (its bytes, which must outlive it, its method)."""
+    from executorch.runtime import Runtime
+
+    from customops.deploy.pte import lower
+
+    buffer = lower(torch.export.export(model, args), "xnnpack").buffer
+    if keep is not None:
+        keep.write_bytes(buffer)
+    program = Runtime.get().load_program(buffer)
+    return buffer, program, program.load_method("forward")
+
+
+def _interleaved_ms(methods, args, rounds: int, calls: int):
+    """Each method's time per call (the median over rounds of each round's median) and the median over rounds of
+    the first's time over the second's. The methods take turns in every round (in alternating order), so that a
+    busy spell of the machine falls on both halves of a round's ratio."""
+    inputs = list(args)
+    times = [[] for _ in methods]
+    for r in range(rounds):
+        order = list(enumerate(methods))
+        for i, method in order if r % 2 == 0 else order[::-1]:
+            for _ in range(3):
+                method.execute(inputs)
+            samples = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                method.execute(inputs)
+                samples.append((time.perf_counter() - start) * 1e3)
+            times[i].append(statistics.median(samples))
+    ratio = statistics.median(a / b for a, b in zip(times[0], times[1]))
+    return [statistics.median(t) for t in times], ratio
+
+
+def networks():
+    """(name, customops network, plain torch.nn network, example input)."""
+    segmenter, (images,) = build(25)
+    for mode in ("asymmetric", "align_corners"):
+        model = copy.deepcopy(segmenter)
+        model.up.coordinate_mode = mode
+        yield f"segmentation model (train_export.py), {mode} resizes, 4x3x32x32", model.eval(), plain_twin(model), (
+            images,)
+    import torchvision
+
+    torch.manual_seed(0)
+    mobilenet = torchvision.models.mobilenet_v2(num_classes=10).eval()
+    yield ("MobileNetV2 (random weights), 1x3x96x96", customops.convert(copy.deepcopy(mobilenet)).eval(), mobilenet,
+           (torch.randn(1, 3, 96, 96),))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, help="where to keep each network's .pte")
+    parser.add_argument("--rounds", type=int, default=30, help="rounds of calls, the two networks taking turns")
+    parser.add_argument("--calls", type=int, default=10, help="calls per round")
+    options = parser.parse_args()
+    if options.out:
+        options.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for i, (name, model, plain, args) in enumerate(networks()):
+        report = customops.deploy.check(model, args, runtime="executorch")
+        print(report, file=sys.stderr)
+        ours = _program(model, args, options.out / f"network{i}.pte" if options.out else None)
+        theirs = _program(plain, args)
+        (ours_ms, theirs_ms), ratio = _interleaved_ms([ours[2], theirs[2]], args, options.rounds, options.calls)
+        scale = max(1.0, float(model(*args).abs().max()))
+        rows.append((name, report.max_abs_diff / scale, ours_ms, theirs_ms, ratio))
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; per call, the median over {options.rounds} "
+          f"rounds of {options.calls} calls, the two programs taking turns; the ratio: the median of the rounds' "
+          "ratios")
+    print("| network | max diff / output range | customops .pte ms | torch.nn .pte ms | customops / torch.nn |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, error, ours, theirs, ratio in rows:
+        print(f"| {name} | {error:.1e} | {ours:.3f} | {theirs:.3f} | {ratio:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

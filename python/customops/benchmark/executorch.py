@@ -1,0 +1,119 @@
+"""python -m customops.benchmark.executorch: each op in ExecuTorch's runtime on this machine's CPU, by each route.
+
+    python -m customops.benchmark.executorch [--scale 8] [--markdown F.md]
+
+Per op, its benchmark demo (customops.benchmark.ops: the module and inputs of ``python -m customops.demo``), every
+input repeated `--scale` times along its first dimension, is exported and lowered three ways, each run by
+ExecuTorch's runtime in this process (``executorch.runtime``, the median of repeated calls):
+
+- ``decomposed+xnnpack``: the op's core-ATen decomposition, the XNNPACK delegate taking what it supports;
+- ``decomposed``: the decomposition on ExecuTorch's portable kernels alone;
+- ``kernel``: customops' own kernel (the op's out variant; lowered with XNNPACK, which takes none of it), for the
+  ops that have one (customops.executorch) where the demo's call takes it.
+
+and, for scale, customops' libtorch CPU kernel (``eager``) in the same process. ``route`` is the op's default
+route (customops.executorch.routes()). Ratios are to the decomposed+xnnpack program, the route that needs nothing
+of customops on the device.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import statistics
+import sys
+import time
+
+import torch
+
+import customops
+import customops.executorch as et_routes
+
+from .models import device_name
+from .report import columns, markdown_table
+from .table import TABLE
+
+LOWERINGS = ("decomposed+xnnpack", "decomposed", "kernel")
+
+
+def _median_ms(fn, repeats: int) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def _scaled(inputs, scale: int):
+    return tuple(t.repeat(scale, *([1] * (t.dim() - 1))) for t in inputs)
+
+
+def _program_ms(module, inputs, op: str, lowering: str, repeats: int):
+    """The program's time per call, or None where the kernel route left no call to customops' kernel (a resize
+    that aten.upsample_bilinear2d expresses is decomposed on either route)."""
+    from executorch.runtime import Runtime
+
+    from ..deploy.pte import lower, operators
+
+    route = "kernel" if lowering == "kernel" else "decomposition"
+    with et_routes.use_route(op, route):
+        exported = torch.export.export(module, inputs)
+        program = lower(exported, "portable" if lowering == "decomposed" else "xnnpack")
+    if route == "kernel" and f"customops::{op}" not in operators(program):
+        return None
+    buffer = program.buffer  # the loaded program reads it: it must outlive the calls
+    method = Runtime.get().load_program(buffer).load_method("forward")
+    args = list(inputs)
+    return _median_ms(lambda: method.execute(args), repeats)
+
+
+def rows(scale: int, repeats: int):
+    if et_routes.kernel_library():
+        et_routes.load_kernels()
+    kernel_ops = et_routes.kernel_ops() if et_routes.kernel_library() else set()
+    for entry in TABLE:
+        demo = entry.demo(torch.device("cpu"))
+        module, inputs = demo.module.eval(), _scaled(demo.inputs, scale)
+        with torch.no_grad():
+            t = {"eager": _median_ms(lambda: module(*inputs), repeats)}
+            for lowering in LOWERINGS:
+                if lowering == "kernel" and entry.name not in kernel_ops:
+                    continue
+                ms = _program_ms(module, inputs, entry.name, lowering, repeats)
+                if ms is not None:
+                    t[lowering] = ms
+        shape = " ".join("x".join(map(str, x.shape)) for x in inputs)
+        yield entry.name, shape, et_routes.routes()[entry.name], t
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=int, default=8, help="each demo input repeated this many times (dim 0)")
+    parser.add_argument("--repeats", type=int, default=50)
+    parser.add_argument("--markdown", help="write the table, with its command, machine and date, to this file")
+    args = parser.parse_args(argv)
+    header = ("op", "inputs", "route", "eager ms", *(f"{k} ms" for k in LOWERINGS), "kernel / decomposed+xnnpack")
+    cells = []
+    for op, shape, route, t in rows(args.scale, args.repeats):
+        ms = [f"{t[k]:.3f}" if k in t else "-" for k in ("eager", *LOWERINGS)]
+        ratio = f"{t['kernel'] / t['decomposed+xnnpack']:.2f}" if "kernel" in t else "-"
+        cells.append((op, shape, route, *ms, ratio))
+        print(columns([header, cells[-1]]).splitlines()[-1], file=sys.stderr, flush=True)
+    print(columns([header, *cells]))
+    if args.markdown:
+        import executorch.version as et_version
+
+        machine = device_name(torch.device("cpu"))
+        preamble = (f"`python -m customops.benchmark.executorch --scale {args.scale}` on {machine}, "
+                    f"{datetime.date.today()}, torch {torch.__version__}, executorch {et_version.__version__}: "
+                    "the median time of one call of each op's program in ExecuTorch's runtime, float32.")
+        with open(args.markdown, "w") as f:
+            f.write(markdown_table(preamble, header, cells))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
