@@ -10,11 +10,12 @@
 
 namespace {
 
-std::vector<c10::OperatorHandle> customops_ops() {
+// The operators (overload ""), or their out variants (overload "out": what ExecuTorch's programs call).
+std::vector<c10::OperatorHandle> customops_ops(const std::string& overload = "") {
   std::vector<c10::OperatorHandle> ops;
   auto& dispatcher = c10::Dispatcher::singleton();
   for (const auto& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("customops::", 0) == 0) {
+    if (name.name.rfind("customops::", 0) == 0 && name.overload_name == overload) {
       ops.push_back(*dispatcher.findOp(name));
     }
   }
@@ -39,6 +40,17 @@ TEST(Registration, EveryOpHasEveryBackendKernel) {
     EXPECT_TRUE(op.hasKernelForDispatchKey(c10::DispatchKey::CUDA)) << name << " has no CUDA kernel";
 #endif
     EXPECT_TRUE(op.hasTag(at::Tag::pt2_compliant_tag)) << name << " lacks the pt2_compliant tag";
+  }
+}
+
+// An out variant is its op through the dispatcher, copied into `out`: one kernel for every key.
+TEST(Registration, EveryOutVariantHasItsOpAndOneKernel) {
+  auto& dispatcher = c10::Dispatcher::singleton();
+  for (const auto& op : customops_ops("out")) {
+    const auto name = op.operator_name().name;
+    EXPECT_TRUE(dispatcher.findOp({name, ""}).has_value()) << name << ".out has no op";
+    EXPECT_TRUE(op.hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd))
+        << name << ".out has no CompositeExplicitAutograd kernel";
   }
 }
 

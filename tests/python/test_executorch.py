@@ -4,6 +4,7 @@ own kernel (libcustomops_executorch.so) for the ops that have one (customops.exe
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
@@ -268,3 +269,42 @@ def test_cli_saves_the_program(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     assert "ExecuTorch" in out.stdout and "parity: OK" in out.stdout and "saved m.pte" in out.stdout
     assert (tmp_path / "m.pte").stat().st_size > 0
+
+
+# --- the example networks ---------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def _example_networks():
+    """The example's (name, network, plain twin, input)s, made once (the segmenter trains for a few seconds)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "deploy"))
+    try:
+        import to_executorch
+    finally:
+        sys.path.pop(0)
+    return list(to_executorch.networks())
+
+
+@pytest.mark.parametrize("index", range(3), ids=["segmenter-asymmetric", "segmenter-align_corners", "mobilenet_v2"])
+def test_example_networks(index):
+    # Both lowerings (XNNPACK and the portable kernels alone), within 1e-5 of eager PyTorch relative to the
+    # output's range (test_example_script lowers the plain twins the example times them against).
+    pytest.importorskip("torchvision")
+    name, model, plain, args = _example_networks()[index]
+    report = customops.deploy.check(model, args, runtime="executorch", atol=float("inf"))
+    with torch.no_grad():
+        expected = model(*args)
+    assert report.max_abs_diff <= 1e-5 * max(1.0, float(expected.max() - expected.min())), report
+    assert report.pte_operators["xnnpack"].get("xnnpack", 0) >= 1, report
+    assert not any(isinstance(m, customops.DepthwiseConv2d) for m in plain.modules()), name
+
+
+def test_example_script(tmp_path):
+    out = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "deploy",
+                                                       "to_executorch.py"), "--rounds", "2", "--calls", "1",
+                          "--out", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+                         env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    table = [line for line in out.stdout.splitlines() if line.startswith("| ") and line.count("x") > 1]
+    assert len(table) == 3 and all(float(line.split("|")[5]) > 0 for line in table), out.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.pte")) == ["network0.pte", "network1.pte", "network2.pte"]

@@ -110,7 +110,7 @@ def test_trilinear_maths_become_stubs_the_tests_reject():
     assert f'EXECUTORCH_LIBRARY(customops, "{NAME}.out"' in text[f"kernels/executorch/{NAME}.cpp"]
     assert f'm.def("{NAME}.out(Tensor feats, Tensor points, *, Tensor(a!) out) -> Tensor(a!)");' in \
         text["registration/schemas.cpp"]
-    assert f'KERNELS = ("{NAME}",)' in text[f"python/customops/executorch/{NAME}.py"]
+    assert f'KERNELS = {{"{NAME}": "kernel"}}' in text[f"python/customops/executorch/{NAME}.py"]
     for path, source in text.items():
         if path.endswith(".py"):
             compile(source, path, "exec")

@@ -107,9 +107,9 @@ def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], 
 def route(node: torch.fx.Node) -> str:
     """How programs lowered now run the customops op call ``node`` (of an exported program): customops' kernel, or
     its decomposition."""
-    from .. import executorch as customops_executorch
-
     from torch.utils._pytree import tree_map
+
+    from .. import executorch as customops_executorch
 
     args, kwargs = tree_map(lambda a: a.meta.get("val") if isinstance(a, torch.fx.Node) else a,
                             (node.args, node.kwargs))

@@ -38,8 +38,7 @@ from .._import_hook import when_imported
 from ._tensors import load_tensors, save_tensors
 
 __all__ = ["decompositions", "install", "is_registered", "kernel_library", "kernel_ops", "load_kernels",
-           "load_tensors", "routes", "save_tensors", "set_route", "use_route",
-           "uses_kernel"]
+           "load_tensors", "routes", "save_tensors", "set_route", "use_route", "uses_kernel"]
 
 _log = logging.getLogger("customops.executorch")
 _PROGRAM = "executorch.exir.program._program"
