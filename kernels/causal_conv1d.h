@@ -25,9 +25,6 @@ namespace customops {
 
 namespace causal_conv1d_impl {
 
-// Widths of the filter the kernels take: sequence models use 2 to 4; the CUDA
-// weight gradient keeps one running sum per tap in registers, so K is bounded.
-constexpr int64_t kMaxWidth = 8;
 
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 

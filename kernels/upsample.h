@@ -34,9 +34,8 @@ namespace upsample {
 
 // Parses the schema's string; an unknown mode is an error listing the valid ones.
 inline Mode parse_mode(const char* op, c10::string_view mode) {
-  if (mode == "half_pixel") return Mode::HalfPixel;
-  if (mode == "align_corners") return Mode::AlignCorners;
-  if (mode == "asymmetric") return Mode::Asymmetric;
+  Mode m;
+  if (mode_from(std::string_view(mode.data(), mode.size()), &m)) return m;
   TORCH_CHECK(false, "customops::", op, ": unknown coordinate_mode '", std::string(mode),
               "'; expected one of half_pixel, align_corners, asymmetric");
 }

@@ -6,6 +6,10 @@
 #include <cstdint>
 
 namespace customops::causal_conv1d_impl {
+
+// Widths of the filter the kernels take (every runtime's): sequence models use 2 to 4; the CUDA weight gradient
+// keeps one running sum per tap in registers, so K is bounded.
+constexpr int64_t kMaxWidth = 8;
 // Internal linkage: the CPU kernels compile this once per instruction set (kernels/cpu/), and one shared
 // symbol would let the linker keep any one of those copies for every caller.
 namespace {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "kernels/core/host_device.h"
@@ -11,6 +12,15 @@
 namespace customops::upsample {
 
 enum class Mode { HalfPixel, AlignCorners, Asymmetric };
+
+// The schema's coordinate_mode string as a Mode; false for an unknown name (each runtime reports it its way).
+inline bool mode_from(std::string_view name, Mode* mode) {
+  if (name == "half_pixel") *mode = Mode::HalfPixel;
+  else if (name == "align_corners") *mode = Mode::AlignCorners;
+  else if (name == "asymmetric") *mode = Mode::Asymmetric;
+  else return false;
+  return true;
+}
 
 // One axis of the resize: in -> out positions. opmath_t is float for float16,
 // bfloat16 and float32 (PyTorch computes these coordinates in float too) and

@@ -11,7 +11,7 @@
 namespace customops::executorch_kernels {
 namespace {
 
-constexpr int64_t kMaxWidth = 8;  // as kernels/causal_conv1d.h's: the CUDA kernels' bound, one contract
+using causal_conv1d_impl::kMaxWidth;
 
 Tensor& causal_conv1d_out(KernelRuntimeContext& ctx, const Tensor& x, const Tensor& weight,
                           const std::optional<Tensor>& bias, Tensor& out) {

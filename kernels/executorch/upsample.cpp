@@ -13,19 +13,11 @@ namespace {
 
 using ::executorch::aten::SizesType;
 
-bool parse_mode(std::string_view mode, upsample::Mode* m) {
-  if (mode == "half_pixel") *m = upsample::Mode::HalfPixel;
-  else if (mode == "align_corners") *m = upsample::Mode::AlignCorners;
-  else if (mode == "asymmetric") *m = upsample::Mode::Asymmetric;
-  else return false;
-  return true;
-}
-
 Tensor& upsample_bilinear2d_out(KernelRuntimeContext& ctx, const Tensor& input,
                                 ::executorch::aten::ArrayRef<int64_t> output_size,
                                 ::executorch::aten::string_view coordinate_mode, Tensor& out) {
   upsample::Mode mode;
-  CUSTOMOPS_ET_CHECK(ctx, parse_mode(std::string_view(coordinate_mode.data(), coordinate_mode.size()), &mode), out,
+  CUSTOMOPS_ET_CHECK(ctx, upsample::mode_from(std::string_view(coordinate_mode.data(), coordinate_mode.size()), &mode), out,
                      "upsample_bilinear2d",
                      "unknown coordinate_mode; expected one of half_pixel, align_corners, asymmetric");
   CUSTOMOPS_ET_CHECK(ctx, floating(input) && input.dim() == 4, out, "upsample_bilinear2d",

@@ -20,9 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import statistics
 import sys
-import time
 
 import torch
 
@@ -32,19 +30,10 @@ import customops.executorch as et_routes
 from .models import device_name
 from .report import columns, markdown_table
 from .table import TABLE
+from .timing import median_ms
 
 LOWERINGS = ("decomposed+xnnpack", "decomposed", "kernel")
-
-
-def _median_ms(fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
+CPU = torch.device("cpu")
 
 
 def _scaled(inputs, scale: int):
@@ -67,7 +56,7 @@ def _program_ms(module, inputs, op: str, lowering: str, repeats: int):
     buffer = program.buffer  # the loaded program reads it: it must outlive the calls
     method = Runtime.get().load_program(buffer).load_method("forward")
     args = list(inputs)
-    return _median_ms(lambda: method.execute(args), repeats)
+    return median_ms(lambda: method.execute(args), CPU, warmup=3, repeats=repeats)
 
 
 def rows(scale: int, repeats: int):
@@ -75,10 +64,10 @@ def rows(scale: int, repeats: int):
         et_routes.load_kernels()
     kernel_ops = et_routes.kernel_ops() if et_routes.kernel_library() else set()
     for entry in TABLE:
-        demo = entry.demo(torch.device("cpu"))
+        demo = entry.demo(CPU)
         module, inputs = demo.module.eval(), _scaled(demo.inputs, scale)
         with torch.no_grad():
-            t = {"eager": _median_ms(lambda: module(*inputs), repeats)}
+            t = {"eager": median_ms(lambda: module(*inputs), CPU, warmup=3, repeats=repeats)}
             for lowering in LOWERINGS:
                 if lowering == "kernel" and entry.name not in kernel_ops:
                     continue
@@ -106,7 +95,7 @@ def main(argv=None) -> int:
     if args.markdown:
         import executorch.version as et_version
 
-        machine = device_name(torch.device("cpu"))
+        machine = device_name(CPU)
         preamble = (f"`python -m customops.benchmark.executorch --scale {args.scale}` on {machine}, "
                     f"{datetime.date.today()}, torch {torch.__version__}, executorch {et_version.__version__}: "
                     "the median time of one call of each op's program in ExecuTorch's runtime, float32.")

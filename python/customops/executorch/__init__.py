@@ -146,10 +146,10 @@ def uses_kernel(op: str, *args, **kwargs) -> bool:
     return when is None or bool(when(*args, **kwargs))
 
 
-def _unless_kernel(op: str, fn: Callable) -> Callable:
+def _unless_kernel(when: Callable, fn: Callable) -> Callable:
     # NotImplemented from a decomposition leaves the call as it is (torch's tracer): it becomes the out variant.
     def decomposition(*args, **kwargs):
-        return NotImplemented if uses_kernel(op, *args, **kwargs) else fn(*args, **kwargs)
+        return NotImplemented if when(*args, **kwargs) else fn(*args, **kwargs)
 
     return decomposition
 
@@ -165,8 +165,8 @@ def decompositions(every: bool = False) -> Dict[torch._ops.OpOverload, Callable]
         for name, fn in family.DECOMPOSITIONS.items():
             if every or chosen.get(name) == "decomposition":
                 table[getattr(torch.ops.customops, name).default] = fn
-            elif name in when:
-                table[getattr(torch.ops.customops, name).default] = _unless_kernel(name, fn)
+            elif name in when:  # on the kernel route, decided per call
+                table[getattr(torch.ops.customops, name).default] = _unless_kernel(when[name], fn)
     return table
 
 

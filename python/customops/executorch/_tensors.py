@@ -39,7 +39,7 @@ def load_tensors(path: Union[str, Path]) -> List[torch.Tensor]:
         sizes = struct.unpack_from(f"<{rank}q", data, offset)
         offset += 8 * rank
         dtype = _DTYPES[code]
-        nbytes = torch.Size(sizes).numel() * torch.empty(0, dtype=dtype).element_size()
+        nbytes = torch.Size(sizes).numel() * dtype.itemsize
         raw = torch.frombuffer(bytearray(data[offset:offset + nbytes]), dtype=torch.uint8) if nbytes else \
             torch.empty(0, dtype=torch.uint8)
         tensors.append(raw.view(dtype).reshape(sizes))
