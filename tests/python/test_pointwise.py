@@ -1,7 +1,8 @@
 """customops.pointwise: each pointwise family's formulas, which every Python path evaluates (Inductor, ONNX,
-torch.func, the tests' reference, the benchmark's baseline). Its derivatives must be the derivatives of its value
-(autograd through the formula, in float64, on the op's samples), and its formulas must use nothing but Python's
-arithmetic and the maths namespace that both the torch and the ONNX evaluations provide."""
+torch.func, the sharding rules). Its value must be the OpInfo's reference (the op in PyTorch's functions, written
+apart), its derivatives the derivatives of its value (autograd through the formula), in float64 on the op's
+samples, and its formulas must use nothing but Python's arithmetic and the maths namespace that both the torch and
+the ONNX evaluations provide."""
 
 from __future__ import annotations
 
@@ -15,11 +16,23 @@ from op_db import OP_DB
 FAMILIES = pointwise.families()
 
 
+def _op(family):
+    return next(op for op in OP_DB if op.name == family.__name__.rsplit(".", 1)[1])
+
+
 def _samples(family):
-    op = next(op for op in OP_DB if op.name == family.__name__.rsplit(".", 1)[1])
+    op = _op(family)
     for sample in op.sample_inputs("cpu", torch.float64, False):
         if all(t.numel() > 0 for t in sample.tensors()):
             yield sample
+
+
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__.rsplit(".", 1)[1])
+def test_value_is_the_reference(family):
+    reference = _op(family).ref
+    for sample in _samples(family):
+        torch.testing.assert_close(family.forward(pointwise.TORCH, *sample.tensors()), reference(*sample.tensors()),
+                                   msg=lambda m: f"{sample.name}: {m}")
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__.rsplit(".", 1)[1])

@@ -1,7 +1,12 @@
 """The OpInfo of a pointwise op (customops.pointwise), made from its formulas: what every such op is tested with
 (layouts, sizes, large magnitudes, bad inputs, property strategies, fuzz calls, sharding cases), with the inputs
-named as the op names them. A family's module gives what is its own: the module, the ONNX nodes, value ranges and
-extra samples."""
+named as the op names them. A family's module gives what is its own: its reference, the module, the ONNX nodes,
+value ranges and extra samples.
+
+The reference is the op in PyTorch's own functions (``F.silu(a) * b``), written apart from the family's formulas
+(customops.pointwise), which the kernels' C++ copy mirrors: the kernels' values and gradients are held to it in
+float64 (test_ops.py, test_func.py, test_properties.py), and so are the formulas (test_pointwise.py), so that one
+formula wrong in both languages fails."""
 
 from __future__ import annotations
 
@@ -12,7 +17,6 @@ import torch
 from hypothesis import strategies as st
 from torch.testing import make_tensor
 
-from customops.pointwise import TORCH
 from fuzz_common import T, batched
 from strategies import Case, _dtype, tensor_spec
 
@@ -21,11 +25,11 @@ from ._common import ErrorInput, OpInfo, SampleInput, _low_precision_first_input
 ops = torch.ops.customops
 
 
-def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, onnx_nodes: list,
+def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, reference: Callable, onnx_nodes: list,
                      ranges: Optional[dict] = None,
                      extra_samples: Optional[Callable[[str, torch.dtype, bool], Iterable[SampleInput]]] = None,
                      **kwargs) -> OpInfo:
-    """`ranges`: input name -> (low, high) of its sample values (default -8, 8); `extra_samples(device, dtype,
+    """`reference(*inputs)`: the op in PyTorch's functions; `ranges`: input name -> (low, high) of its sample values (default -8, 8); `extra_samples(device, dtype,
     requires_grad)`: the op's own samples; `kwargs`: any other OpInfo field."""
     name, inputs = formulas.__name__.rpartition(".")[2], formulas.INPUTS
     n, ranges = len(inputs), ranges or {}
@@ -130,7 +134,7 @@ def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, onnx_n
         yield f"{name}_backward partial", backward, (g, *xs), [P] + [R] * n, [P] * n
 
     fields = dict(
-        name=name, op=op, ref=lambda *xs: formulas.forward(TORCH, *xs), sample_inputs=samples,
+        name=name, op=op, ref=reference, sample_inputs=samples,
         dynamic_samples=dynamic, error_inputs=errors, module=lambda sample: (module(), sample.args),
         backward_args=lambda sample, grad: (grad, *sample.args), autocast="input_dtype" if n == 1 else "promote",
         autocast_samples=autocast_samples, keeps_memory_format=True, keeps_dense_strides=True, cases=cases,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch.testing import make_tensor
 
 import customops
+from customops.benchmark.ops.silu_mul import silu_mul_reference
 from customops.pointwise import silu_mul as formulas
 
 from ._common import SampleInput
@@ -18,6 +19,6 @@ def _swiglu_halves(device, dtype, requires_grad):
                       name="chunked_halves")
 
 
-OPS = [pointwise_opinfo(formulas, op=customops.silu_mul, module=customops.SiluMul,
+OPS = [pointwise_opinfo(formulas, op=customops.silu_mul, module=customops.SiluMul, reference=silu_mul_reference,
                         onnx_nodes=[("Sigmoid", {}), ("Mul", {})], ranges={"b": (-4, 4)},
                         extra_samples=_swiglu_halves)]

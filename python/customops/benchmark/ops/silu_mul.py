@@ -12,7 +12,7 @@ from ..table import BenchOp, Case, Demo, grad_of
 
 
 def silu_mul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The plain-PyTorch calls the op replaces: the baseline, eager and compiled."""
+    """The plain-PyTorch calls the op replaces: the baseline, eager and compiled, and the tests' reference."""
     return torch.nn.functional.silu(a) * b
 
 
