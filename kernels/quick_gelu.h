@@ -1,6 +1,4 @@
-// scaffold: what the family computes |
 // quick_gelu: y = x * sigmoid(1.702 x), the sigmoid approximation of GELU (CLIP's QuickGELU).
-// scaffold-end
 #pragma once
 
 #include "kernels/common/pointwise.h"
@@ -11,36 +9,28 @@ struct QuickGelu {
   static constexpr const char* kName = "quick_gelu";
   static constexpr const char* kInputs[] = {"x"};
 
-  // scaffold: the formulas' constants |
   static constexpr double kAlpha = 1.702;  // rounded to each dtype where used
-  // scaffold-end
 
   template <typename T>
   C10_HOST_DEVICE static T forward(T x) {
-    // scaffold: f(x), in T (a number or SIMD vector of the kernels' opmath type, or a tensor) | return x;
     // x / (1 + exp(-a x)) rather than x * sigmoid(a x): for very negative x the
     // exponential overflows to inf and the quotient is -0, never inf * 0 = NaN.
     return x / (T(1) + pw::exp(-T(kAlpha) * x));
-    // scaffold-end
   }
 
   template <typename T>
   C10_HOST_DEVICE static pw::Values<T, 1> derivatives(T x) {
-    // scaffold: df/dx | return {T(1)};
     // d/dx [x s(a x)] = s + a x s (1 - s), with s = sigmoid(a x). When s underflows
     // to 0 (x very negative) the second term is x * 0 = 0, not NaN.
     const T s = pw::sigmoid(T(kAlpha) * x);
     return {s + T(kAlpha) * x * s * (T(1) - s)};
-    // scaffold-end
   }
 
   template <typename T>
   C10_HOST_DEVICE static pw::Values<T, 1> second_derivatives(T x) {
-    // scaffold: d2f/dx2 | return {T(0)};
     // f''(x) = a s (1 - s) (2 + a x (1 - 2 s)).
     const T s = pw::sigmoid(T(kAlpha) * x);
     return {T(kAlpha) * s * (T(1) - s) * (T(2) + T(kAlpha) * x * (T(1) - T(2) * s))};
-    // scaffold-end
   }
 };
 

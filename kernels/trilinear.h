@@ -17,7 +17,9 @@
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
+// scaffold-if executorch
 #include "kernels/core/trilinear.h"
+// scaffold-end
 
 namespace customops {
 

@@ -7,7 +7,9 @@
 
 #include "kernels/trilinear.h"
 #include "registration/autocast.h"
+// scaffold-if executorch
 #include "registration/out_variant.h"
+// scaffold-end
 
 namespace customops {
 namespace {
@@ -159,10 +161,12 @@ detail::TrilinearGrads trilinear_backward_autograd(const at::Tensor& g, const at
   return TrilinearBackwardFunction::apply(g, feats, points, mask);
 }
 
+// scaffold-if executorch
 at::Tensor& trilinear_interpolation_out(const at::Tensor& feats, const at::Tensor& points, at::Tensor& out) {
   return out_variant::into("trilinear_interpolation.out", detail::trilinear_interpolation_op().call(feats, points),
                            out);
 }
+// scaffold-end
 
 } // namespace
 } // namespace customops
@@ -179,9 +183,11 @@ TORCH_LIBRARY_IMPL(customops, CUDA, m) {
 }
 #endif
 
+// scaffold-if executorch
 TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
   m.impl("trilinear_interpolation.out", TORCH_FN(customops::trilinear_interpolation_out));
 }
+// scaffold-end
 
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
   m.impl("trilinear_interpolation", &customops::meta::trilinear_interpolation);

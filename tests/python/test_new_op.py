@@ -1,11 +1,15 @@
-"""The operator scaffold (python -m customops.dev.new_op): what it would write for a new op, started from each
-operator that is alone in its family, and the guide that walks it (docs/design/adding_an_operator.md). The
-scaffold writes nothing here (plan_op plans; main writes); the build of a scaffolded op is in the guide."""
+"""The operator scaffold (python -m customops.dev.new_op): what it would write for a new pointwise op of each arity
+and for a copy of each operator that is alone in its family, that it runs without a built library, and the guide
+that walks it (docs/design/adding_an_operator.md). The scaffold writes nothing here (plan_op plans; main writes);
+the build of a scaffolded op is in the guide."""
 
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,17 +18,17 @@ from customops.dev import new_op
 
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "scaffold_probe"
-SINGLE = ["quick_gelu", "upsample_bilinear2d", "trilinear_interpolation"]
+COPIED = ["upsample_bilinear2d", "trilinear_interpolation"]  # alone in their families; pointwise ops are written
 
 
 def _new_files(plan):
     return {p: t for p, t in plan.writes.items() if not p.exists()}
 
 
-@pytest.mark.parametrize("like", SINGLE)
+@pytest.mark.parametrize("like", COPIED)
 def test_every_family_file_gets_a_renamed_copy(like):
     # Renaming alone (upsample's family marks no maths yet; the next tests check the stubs).
-    plan = new_op.plan_op(ROOT, NAME, like, None, unmarked_maths=True)
+    plan = new_op.plan_op(ROOT, NAME, like, None, executorch=True, unmarked_maths=True)
     family = new_op.family_of(ROOT, like)
     originals = new_op.family_files(ROOT, family)
     new = _new_files(plan)
@@ -35,55 +39,104 @@ def test_every_family_file_gets_a_renamed_copy(like):
     old_word = re.compile(rf"(?<![A-Za-z0-9])({re.escape(like)}|{re.escape(family)})(?![A-Za-z0-9])")
     for path, text in new.items():
         assert not old_word.search(text), f"{path}: {like} left in {old_word.search(text)[0]!r}"
-        assert "scaffold:" not in text and "scaffold-end" not in text, path
+        assert "scaffold:" not in text and "scaffold-end" not in text and "scaffold-if" not in text, path
         if path.suffix == ".py":
             ast.parse(text, str(path))
     for place in (f"registration/{NAME}.cpp", f"tests/python/op_db/{NAME}.py"):
         assert ROOT / place in new
 
 
-def test_quick_gelu_maths_become_stubs_the_tests_reject():
-    plan = new_op.plan_op(ROOT, NAME, "quick_gelu", None)
+POINTWISE = [(["--inputs", "x"], ("x",)), (["--like", "quick_gelu"], ("x",)), (["--like", "silu_mul"], ("a", "b")),
+             (["--inputs", "u,v,w"], ("u", "v", "w"))]
+
+
+def _plan(args):
+    options = dict(zip(args[::2], args[1::2]))
+    inputs = options.get("--inputs")
+    return new_op.plan_op(ROOT, NAME, options.get("--like"), None, inputs=inputs and inputs.split(","))
+
+
+@pytest.mark.parametrize("args,inputs", POINTWISE, ids=lambda v: "-".join(v) if isinstance(v, (list, tuple)) else v)
+def test_a_pointwise_op_is_written_for_its_inputs(args, inputs):
+    plan = _plan(args)
     text = {p.relative_to(ROOT).as_posix(): t for p, t in plan.writes.items()}
+    n, first, names = len(inputs), inputs[0], ", ".join(inputs)
+    # Its own files (the kernels, Meta kernels, autograd and Python concerns are the shared pointwise ones), and
+    # the schemas: 10 files.
+    assert sorted(text) == sorted([f"kernels/{NAME}.h", f"kernels/cpu/{NAME}.cpp", f"kernels/cuda/{NAME}.cu",
+                                   f"registration/{NAME}.cpp", f"ops/include/customops/{NAME}.h",
+                                   f"python/customops/functional/{NAME}.py", f"python/customops/pointwise/{NAME}.py",
+                                   f"tests/python/op_db/{NAME}.py", f"python/customops/benchmark/ops/{NAME}.py",
+                                   "registration/schemas.cpp"])
     header = text[f"kernels/{NAME}.h"]
-    assert f"// TODO({NAME}): f(x)" in header and "return x;" in header and "struct ScaffoldProbe {" in header
-    assert "exp(" not in header and "sigmoid" not in header  # quick_gelu's formulas are gone
-    # A pointwise family's kernels and registration are the shared ones, instantiated for it.
+    assert "kInputs[] = {" + ", ".join(f'"{x}"' for x in inputs) + "};" in header
+    t_args = ", ".join(f"T {x}" for x in inputs)
+    assert f"static T forward({t_args})" in header and f"return {first};" in header
+    assert f"pw::Values<T, {n}> derivatives({t_args})" in header
+    assert f"pw::Values<T, {n * n}> second_derivatives({t_args})" in header
     assert "template struct customops::cpu::CPU_CAPABILITY::Pointwise<customops::ScaffoldProbe>;" in \
         text[f"kernels/cpu/{NAME}.cpp"]
     assert "template struct customops::cuda::Pointwise<customops::ScaffoldProbe>;" in text[f"kernels/cuda/{NAME}.cu"]
     assert "CUSTOMOPS_REGISTER_POINTWISE(customops::ScaffoldProbe)" in text[f"registration/{NAME}.cpp"]
-    # The Python formulas are stubs; the concerns, the reference and the benchmark's baseline evaluate them.
-    formulas = text[f"python/customops/pointwise/{NAME}.py"]
-    assert formulas.count(f'raise NotImplementedError("TODO({NAME})")') == 3 and "sigmoid" not in formulas
-    for place in ("tests/python/op_db", "python/customops/benchmark/ops"):
-        assert f"pointwise import {NAME} as formulas" in text[f"{place}/{NAME}.py"], place
-    # torch.func, sharding, ONNX, Inductor, litert-torch and ExecuTorch make their parts from the formulas: no files
-    # there.
-    for concern in ("func", "sharding", "onnx", "inductor", "litert", "executorch", "modules"):
-        assert f"python/customops/{concern}/{NAME}.py" not in text, concern
-    # The function (its docs lines and docstring TODOs) and the module, which their packages find and export.
-    functional = text[f"python/customops/functional/{NAME}.py"]
-    assert f"def {NAME}(x: Tensor) -> Tensor:" in functional and f'@_overview("TODO({NAME})' in functional
-    assert 'layouts=("TODO: NCHW"' in functional and f'__all__ = ["{NAME}"]' in functional
-    assert f'"""TODO({NAME}): its API page."""' in functional and "sigmoid" not in functional
-    compile(functional, "functional.py", "exec")  # the decorator and the function still parse
-    assert 'MODULE = ("ScaffoldProbe",)' in formulas  # its nn.Module, which customops.modules makes
-    # The shared file: the schemas (<customops/ops.h> is generated from the headers there).
-    assert {p.relative_to(ROOT).as_posix() for p in plan.writes if p.exists()} == \
-        {place for place, _ in new_op.SHARED_EDITS}
+    api = text[f"ops/include/customops/{NAME}.h"]
+    tensors = ", ".join(f"const at::Tensor& {x}" for x in inputs)
+    grads = "at::Tensor" if n == 1 else f"std::tuple<{', '.join(['at::Tensor'] * n)}>"
+    assert f"inline at::Tensor {NAME}({tensors})" in api and f"return op.call({names});" in api
+    assert f"inline {grads} {NAME}_backward(const at::Tensor& grad_out, {tensors})" in api
     schemas = text["registration/schemas.cpp"]
-    assert f'm.def("{NAME}(Tensor x) -> Tensor", pt2);' in schemas
-    assert f'm.def("{NAME}_backward(Tensor grad_out, Tensor x) -> Tensor", pt2);' in schemas
-    assert len(plan.todos) >= 14
+    args_schema = ", ".join(f"Tensor {x}" for x in inputs)
+    assert f'm.def("{NAME}({args_schema}) -> Tensor", pt2);' in schemas
+    grads_schema = "Tensor" if n == 1 else "(" + ", ".join(["Tensor"] * n) + ")"
+    assert f'm.def("{NAME}_backward(Tensor grad_out, {args_schema}) -> {grads_schema}", pt2);' in schemas
+    functional = text[f"python/customops/functional/{NAME}.py"]
+    assert f"def {NAME}({', '.join(f'{x}: Tensor' for x in inputs)}) -> Tensor:" in functional
+    assert f"torch.ops.customops.{NAME}({names})" in functional and f'__all__ = ["{NAME}"]' in functional
+    formulas = {}
+    exec(compile(text[f"python/customops/pointwise/{NAME}.py"], "formulas.py", "exec"), formulas)
+    assert formulas["INPUTS"] == inputs and formulas["MODULE"] == ("ScaffoldProbe",)
+    for f in ("forward", "derivatives", "second_derivatives"):
+        with pytest.raises(NotImplementedError, match=rf"TODO\({NAME}\)"):
+            formulas[f](None, *inputs)
+    assert f"TODO({NAME})" in formulas["COMPILED"][1]
+    opinfo = text[f"tests/python/op_db/{NAME}.py"]
+    assert f"reference={NAME}_reference" in opinfo and f"module=customops.ScaffoldProbe" in opinfo
+    bench = text[f"python/customops/benchmark/ops/{NAME}.py"]
+    assert f"def {NAME}_reference({', '.join(f'{x}: torch.Tensor' for x in inputs)})" in bench
+    assert f"bytes={n + 1} * size" in bench and f"bytes={3 * n + 2} * size" in bench
+    assert f"grad_of(customops.{NAME}, {', '.join(repr(x).replace(chr(39), chr(34)) for x in inputs)})" in bench
+    for path, source in text.items():
+        if path.endswith(".py"):
+            compile(source, path, "exec")
+        assert "sigmoid(" not in source.replace("m.sigmoid, m.tanh", ""), path  # no model's maths
+    # Every place of the maths is a TODO, which test_registry.py's test_no_scaffold_todo_is_left rejects.
+    for place in (f"kernels/{NAME}.h", f"ops/include/customops/{NAME}.h", f"python/customops/functional/{NAME}.py",
+                  f"python/customops/pointwise/{NAME}.py", f"tests/python/op_db/{NAME}.py",
+                  f"python/customops/benchmark/ops/{NAME}.py"):
+        assert f"TODO({NAME})" in text[place], place
+    assert len(plan.todos) >= 12
+
+
+def test_the_scaffold_runs_before_the_first_build(tmp_path):
+    # On a fresh clone there is no library yet; the package still refuses to load without one for anything else.
+    env = {**os.environ, "CUSTOMOPS_LIBRARY": str(tmp_path / "missing.so"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "python"), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "customops.dev.new_op", NAME, "--like", "silu_mul", "--dry-run"],
+                         env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert f"new  kernels/{NAME}.h" in run.stdout and not (ROOT / f"kernels/{NAME}.h").exists()
+    imported = subprocess.run([sys.executable, "-c", "import customops"], env=env, cwd=tmp_path, capture_output=True,
+                              text=True)
+    assert imported.returncode != 0 and "missing.so does not exist" in imported.stderr
 
 
 def test_trilinear_maths_become_stubs_the_tests_reject():
-    # The model of an op with a window or gather over several tensors: 17 files of its own (its ExecuTorch kernel
-    # and the maths it shares with the CPU kernel among them) and the schemas.
-    plan = new_op.plan_op(ROOT, NAME, "trilinear_interpolation", None)
+    # The model of an op with a window or gather over several tensors: 17 files of its own with its ExecuTorch
+    # kernel and the maths it shares with the CPU kernel (the next test: 14 without), and the schemas.
+    plan = new_op.plan_op(ROOT, NAME, "trilinear_interpolation", None, executorch=True)
     text = {p.relative_to(ROOT).as_posix(): t for p, t in plan.writes.items()}
     assert len(_new_files(plan)) == 17 and len(plan.todos) >= 44
+    assert "out_variant::into" in text[f"registration/{NAME}.cpp"]
+    assert f'#include "kernels/core/{NAME}.h"' in text[f"kernels/{NAME}.h"]
     todo = f'raise NotImplementedError("TODO({NAME})")'
     # Every path's maths is a stub: kernels, Meta shapes, the double backward, the Python concerns, the tests' table.
     for place, stubs in ((f"kernels/cpu/{NAME}.cpp", 2), (f"kernels/cuda/{NAME}/{NAME}.cu", 2)):
@@ -116,6 +169,19 @@ def test_trilinear_maths_become_stubs_the_tests_reject():
             compile(source, path, "exec")
 
 
+def test_the_executorch_kernel_is_opt_in():
+    plan = new_op.plan_op(ROOT, NAME, "trilinear_interpolation", None)
+    text = {p.relative_to(ROOT).as_posix(): t for p, t in plan.writes.items()}
+    assert len(_new_files(plan)) == 14
+    for place in (f"kernels/core/{NAME}.h", f"kernels/executorch/{NAME}.cpp", f"python/customops/executorch/{NAME}.py"):
+        assert place not in text, place
+    assert "kernels/core/" not in text[f"kernels/{NAME}.h"]
+    registration = text[f"registration/{NAME}.cpp"]
+    assert "out_variant" not in registration and f"{NAME}.out" not in registration and "scaffold-" not in registration
+    assert f"{NAME}.out" not in text["registration/schemas.cpp"]
+    assert f'm.def("{NAME}(Tensor feats, Tensor points) -> Tensor", pt2);' in text["registration/schemas.cpp"]
+
+
 def test_refusals():
     with pytest.raises(SystemExit, match="mark no maths"):
         new_op.plan_op(ROOT, NAME, "upsample_bilinear2d", None)
@@ -127,10 +193,18 @@ def test_refusals():
         new_op.plan_op(ROOT, "SiluMul", "quick_gelu", None)
     with pytest.raises(SystemExit, match="no registration"):
         new_op.plan_op(ROOT, NAME, "not_an_op", None)
+    with pytest.raises(SystemExit, match="give --like OP"):
+        new_op.plan_op(ROOT, NAME, None, None)
+    with pytest.raises(SystemExit, match="distinct lower-case"):
+        new_op.plan_op(ROOT, NAME, None, None, inputs=["a", "a"])
+    with pytest.raises(SystemExit, match="by its decomposition"):
+        new_op.plan_op(ROOT, NAME, "silu_mul", None, executorch=True)
 
 
 def test_the_guide_names_every_place_the_scaffold_writes():
     guide = (ROOT / "docs/design/adding_an_operator.md").read_text()
     missing = [place for place, _ in new_op.FAMILY_PLACES + new_op.SHARED_EDITS if f"`{place}`" not in guide]
     assert not missing, f"docs/design/adding_an_operator.md does not name {missing}"
-    assert "python -m customops.dev.new_op" in guide
+    for command in ("python -m customops.dev.new_op", "--inputs", "--like silu_mul", "--executorch",
+                    "python -m pytest tests/python --op"):
+        assert command in guide, command

@@ -1,17 +1,23 @@
-"""python -m customops.dev.new_op NAME --like OP: the skeleton of a new operator, from an existing one.
+"""python -m customops.dev.new_op NAME (--like OP | --inputs X,...): the skeleton of a new operator.
 
-    python -m customops.dev.new_op silu_mul --like quick_gelu [--class-name SiluMul] [--dry-run]
+    python -m customops.dev.new_op gelu_mul --inputs a,b            # a pointwise op of two tensors
+    python -m customops.dev.new_op gelu_mul --like silu_mul         # the same: silu_mul's inputs
+    python -m customops.dev.new_op causal_conv1d --like trilinear_interpolation [--executorch]
+    [--class-name GeluMul] [--dry-run]
+
+Runs on a source checkout before its first build (customops/__init__.py loads no library for customops.dev).
 
 An operator's code lives in its family's files, one per concern (FAMILY_PLACES), and in a few lines of the
-files every operator shares (SHARED_EDITS). The scaffold copies the files of OP's family under NAME, renaming
-OP's identifiers, and adds NAME's lines to the shared files after OP's. Where the copied code is OP's maths
-(the regions OP's files mark with ``scaffold:`` comments), it writes a stub and a TODO instead: the new op
-builds and every generic test runs over it at once, and the tests fail on the stubs until the maths is written.
-The walk-through is docs/design/adding_an_operator.md.
+files every operator shares (SHARED_EDITS). A pointwise op (--inputs, or --like a pointwise op, whose inputs it
+takes) is written from customops.dev.pointwise_op: everything that follows from its inputs, and a stub and a TODO
+where its maths goes. Another op is a copy of OP's family under NAME, renaming OP's identifiers, with OP's maths
+(the regions its files mark with ``scaffold:`` comments) replaced by stubs and TODOs; its ExecuTorch kernel (the
+regions marked ``scaffold-if executorch``, its kernels/executorch and kernels/core files) only with --executorch.
+Every TODO fails tests/python/test_registry.py until replaced, and the stubs fail the generic tests. The
+walk-through is docs/design/adding_an_operator.md.
 
-OP must be the only operator of its family, and its files must mark its maths (quick_gelu's and
-trilinear_interpolation's do); the scaffold refuses others rather than hand over a copy that passes its tests on
-OP's maths.
+OP must be pointwise, or the only operator of its family with its maths marked (trilinear_interpolation's is);
+the scaffold refuses others rather than hand over a copy that passes its tests on OP's maths.
 """
 
 from __future__ import annotations
@@ -22,7 +28,9 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import pointwise_op
 
 # Where a family's code lives, one place per concern; `{family}` is the family's name (the file stem of its
 # registration file). Each place is a file or a folder of files (kernels/cuda/<family>/). Python concerns are
@@ -68,6 +76,10 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("python/customops/benchmark/ops/{family}.py", "benchmark cases against PyTorch (eager, compiled) and the demo"),
 )
 
+# The places of FAMILY_PLACES that only a family with an ExecuTorch kernel has (--executorch).
+EXECUTORCH_PLACES = ("kernels/core/{family}.h", "kernels/executorch/{family}.cpp",
+                     "python/customops/executorch/{family}.py")
+
 # The lines every operator adds to files all operators share.
 SHARED_EDITS: Tuple[Tuple[str, str], ...] = (
     ("registration/schemas.cpp", "the schemas of the op and its backward op (one place for every schema)"),
@@ -75,6 +87,8 @@ SHARED_EDITS: Tuple[Tuple[str, str], ...] = (
 
 _MARK = re.compile(r"^(?P<indent>\s*)(?P<comment>//|#) scaffold: (?P<what>[^|]*?)\s*\|\s*(?P<stub>.*?)\s*$")
 _END = re.compile(r"^\s*(//|#) scaffold-end\s*$")
+# Lines a copy keeps only with a flag (the ExecuTorch kernel's wiring: --executorch), up to a `scaffold-end` line.
+_IF = re.compile(r"^\s*(//|#) scaffold-if (?P<flag>[a-z]+)\s*$")
 
 
 def camel(name: str) -> str:
@@ -84,11 +98,11 @@ def camel(name: str) -> str:
 @dataclass
 class Plan:
     root: Path
-    like: str
+    like: Optional[str]  # None for a pointwise op written from its inputs
     name: str
-    family: str  # the like op's family (its registration file's stem)
+    family: Optional[str]  # the like op's family (its registration file's stem)
     class_name: str
-    like_class: str
+    like_class: Optional[str]
     writes: Dict[Path, str] = field(default_factory=dict)  # path -> new content (new files and shared edits)
     todos: List[str] = field(default_factory=list)
 
@@ -102,11 +116,23 @@ def find_root(start: Optional[Path] = None) -> Path:
                      "run it from one, or pass --root")
 
 
+def pointwise_inputs(root: Path, op: str) -> Optional[Tuple[str, ...]]:
+    """The inputs of `op` if it is a pointwise op (CUSTOMOPS_REGISTER_POINTWISE), else None."""
+    registration = root / "registration" / f"{op}.cpp"
+    if not registration.is_file() or "CUSTOMOPS_REGISTER_POINTWISE(" not in registration.read_text():
+        return None
+    formulas = ast.parse((root / f"python/customops/pointwise/{op}.py").read_text())
+    found = [ast.literal_eval(n.value) for n in formulas.body if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "INPUTS" for t in n.targets)]
+    if len(found) != 1:
+        raise SystemExit(f"python/customops/pointwise/{op}.py: expected INPUTS = (names of the op's tensors)")
+    return tuple(found[0])
+
+
 def family_of(root: Path, op: str) -> str:
     """The family of `op`: the registration file that registers its kernels."""
     pattern = re.compile(r'm\.impl\("' + re.escape(op) + r'"')
-    pointwise = root / "registration" / f"{op}.cpp"
-    if pointwise.is_file() and "CUSTOMOPS_REGISTER_POINTWISE(" in pointwise.read_text():
+    if pointwise_inputs(root, op) is not None:
         return op
     owners = [p.stem for p in sorted((root / "registration").glob("*.cpp")) if pattern.search(p.read_text())]
     if not owners:
@@ -115,15 +141,18 @@ def family_of(root: Path, op: str) -> str:
     ops = set(re.findall(r'm\.impl\("(\w+?)(?:_backward)?"', (root / "registration" / f"{family}.cpp").read_text()))
     if ops != {op}:
         raise SystemExit(f"--like {op}: its family '{family}' holds several operators ({', '.join(sorted(ops))}); "
-                         "start from an operator that is alone in its family (quick_gelu, upsample_bilinear2d, "
-                         "trilinear_interpolation)")
+                         "start from an operator that is alone in its family (trilinear_interpolation), or give a "
+                         "pointwise op's --inputs")
     return family
 
 
-def family_files(root: Path, family: str) -> List[Path]:
-    """Every file of `family` in the places of FAMILY_PLACES (folders expanded), relative to root."""
+def family_files(root: Path, family: str, executorch: bool = True) -> List[Path]:
+    """Every file of `family` in the places of FAMILY_PLACES (folders expanded), relative to root; those of
+    EXECUTORCH_PLACES only with `executorch`."""
     out = []
     for pattern, _ in FAMILY_PLACES:
+        if pattern in EXECUTORCH_PLACES and not executorch:
+            continue
         candidates = [pattern.format(family=family)]
         if pattern.startswith("kernels/cpu/"):
             candidates.append(f"kernels/cpu/{family}/")
@@ -158,6 +187,26 @@ def renamer(plan: Plan):
         return word.sub(plan.name, text) if word else text
 
     return rename
+
+
+def conditional_regions(text: str, where: str, flags: Sequence[str]) -> str:
+    """Keeps each `scaffold-if FLAG` region's lines (without its marks) where FLAG is in `flags`, else drops them."""
+    lines, out, i = text.splitlines(keepends=True), [], 0
+    while i < len(lines):
+        m = _IF.match(lines[i])
+        if not m:
+            out.append(lines[i])
+            i += 1
+            continue
+        end = i + 1
+        while end < len(lines) and not _END.match(lines[end]) and not _MARK.match(lines[end]):
+            end += 1
+        if end == len(lines) or not _END.match(lines[end]):
+            raise SystemExit(f"{where}:{i + 1}: a 'scaffold-if' region without its 'scaffold-end' line")
+        if m["flag"] in flags:
+            out += lines[i + 1:end]
+        i = end + 1
+    return "".join(out)
 
 
 def stub_regions(text: str, where: str, plan: Plan) -> str:
@@ -203,32 +252,62 @@ def module_class(root: Path, family: str, like: str) -> str:
     return found[0]
 
 
-def add_schemas(plan: Plan) -> None:
+def add_schemas(plan: Plan, executorch: bool, schemas: Optional[Sequence[str]] = None) -> None:
+    """The new op's schemas after the others: `schemas` as they are (a pointwise op's), or the like op's renamed,
+    with a TODO (and its out variant's only with `executorch`)."""
     path = plan.root / "registration/schemas.cpp"
     text = plan.writes.get(path) or path.read_text()
-    statements = re.findall(r'^\s*m\.def\("' + re.escape(plan.like) + r'(?:_backward|\.out)?\(.*?\);\n', text,
-                            re.M | re.S)
-    if not statements:
-        raise SystemExit(f"registration/schemas.cpp: no schema of {plan.like}")
     lib = text.index("TORCH_LIBRARY(customops, m) {")
     close = text.index("\n}\n", lib)
-    new = "\n  // TODO({0}): the schemas' arguments.\n".format(plan.name) + "".join(renamer(plan)(s) for s in statements)
-    plan.writes[path] = text[:close] + "\n" + new.rstrip("\n") + text[close:]
-    plan.todos.append(f"registration/schemas.cpp: the schemas of {plan.name} and {plan.name}_backward")
+    if schemas is not None:
+        new = "".join(f'  m.def("{schema}", pt2);\n' for schema in schemas)
+    else:
+        suffixes = r"(?:_backward|\.out)?" if executorch else r"(?:_backward)?"
+        statements = re.findall(r'^\s*m\.def\("' + re.escape(plan.like) + suffixes + r'\(.*?\);\n', text, re.M | re.S)
+        if not statements:
+            raise SystemExit(f"registration/schemas.cpp: no schema of {plan.like}")
+        new = f"  // TODO({plan.name}): the schemas' arguments.\n" + "".join(renamer(plan)(s) for s in statements)
+        plan.todos.append(f"registration/schemas.cpp: the schemas of {plan.name} and {plan.name}_backward")
+    plan.writes[path] = text[:close] + "\n\n" + new.rstrip("\n") + text[close:]
 
 
-def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarked_maths: bool = False) -> Plan:
-    """What the scaffold writes. `unmarked_maths` copies a family whose files mark no maths (the copy then computes
-    the model op's maths under the new name, and passes its tests): for checking the renaming alone."""
+def plan_pointwise(root: Path, name: str, inputs: Sequence[str], class_name: Optional[str]) -> Plan:
+    """A pointwise op of `inputs` (customops.dev.pointwise_op)."""
+    if not inputs or not all(re.fullmatch(r"[a-z][a-z0-9_]*", x) for x in inputs) or len(set(inputs)) < len(inputs):
+        raise SystemExit(f"--inputs: the op's tensors' names, distinct lower-case identifiers, got {list(inputs)}")
+    plan = Plan(root, None, name, None, class_name or camel(name), None)
+    for rel, text in pointwise_op.files(name, plan.class_name, inputs).items():
+        if (root / rel).exists():
+            raise SystemExit(f"{rel} exists already")
+        plan.writes[root / rel] = text
+        plan.todos += [f"{rel}:{i}: {line.split(f'TODO({name}):', 1)[1].split(chr(34))[0].strip()}"
+                       for i, line in enumerate(text.splitlines(), 1) if f"TODO({name}):" in line]
+    add_schemas(plan, False, pointwise_op.schemas(name, inputs))
+    return plan
+
+
+def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str] = None, *,
+            inputs: Optional[Sequence[str]] = None, executorch: bool = False, unmarked_maths: bool = False) -> Plan:
+    """What the scaffold writes: a pointwise op of `inputs` (or of pointwise `like`'s inputs), or a copy of `like`'s
+    family, its ExecuTorch kernel with `executorch`. `unmarked_maths` copies a family whose files mark no maths (the
+    copy then computes the model op's maths under the new name, and passes its tests): for checking the renaming
+    alone."""
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name.endswith("_backward"):
         raise SystemExit(f"NAME must be a lower-case identifier not ending in _backward, got {name!r}")
     schemas = (root / "registration/schemas.cpp").read_text()
     if re.search(r'm\.def\("' + re.escape(name) + r'\(', schemas) or (root / f"registration/{name}.cpp").exists():
         raise SystemExit(f"'{name}' exists already")
+    if like is None and inputs is None:
+        raise SystemExit("give --like OP (the operator to start from) or --inputs X,... (a pointwise op's tensors)")
+    like_inputs = pointwise_inputs(root, like) if like is not None else None
+    if inputs is not None or like_inputs is not None:
+        if executorch:
+            raise SystemExit("--executorch: a pointwise op runs in ExecuTorch by its decomposition")
+        return plan_pointwise(root, name, inputs or like_inputs, class_name)
     family = family_of(root, like)
     plan = Plan(root, like, name, family, class_name or camel(name), module_class(root, family, like))
     rename = renamer(plan)
-    files = family_files(root, family)
+    files = family_files(root, family, executorch)
     reference = root / f"tests/python/op_db/{family}.py"
     if not unmarked_maths and not any(_MARK.match(line) for line in reference.read_text().splitlines()):
         raise SystemExit(f"--like {like}: its files mark no maths with 'scaffold:' regions yet, so the new op would "
@@ -239,8 +318,9 @@ def plan_op(root: Path, name: str, like: str, class_name: Optional[str], unmarke
         target = root / new_rel
         if target.exists():
             raise SystemExit(f"{new_rel} exists already")
-        plan.writes[target] = rename(stub_regions((root / rel).read_text(), str(new_rel), plan))
-    add_schemas(plan)
+        text = conditional_regions((root / rel).read_text(), str(new_rel), ["executorch"] if executorch else [])
+        plan.writes[target] = rename(stub_regions(text, str(new_rel), plan))
+    add_schemas(plan, executorch)
     return plan
 
 
@@ -248,13 +328,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m customops.dev.new_op", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", help="the new operator's name (lower case, e.g. silu_mul)")
-    p.add_argument("--like", required=True, help="the operator to start from, e.g. quick_gelu")
+    p.add_argument("--like", help="the operator to start from: a pointwise op (its inputs), or "
+                   "trilinear_interpolation (an op with kernels of its own)")
+    p.add_argument("--inputs", type=lambda v: tuple(v.split(",")),
+                   help="a pointwise op's tensors, comma-separated (e.g. a,b)")
+    p.add_argument("--executorch", action="store_true",
+                   help="with the model's ExecuTorch kernel (kernels/executorch, kernels/core): for an op whose "
+                   "kernel beats its decomposition in ExecuTorch")
     p.add_argument("--class-name", help="the nn.Module's name (default: the name in CamelCase)")
     p.add_argument("--root", type=Path, help="the source checkout (default: the one this package is in)")
     p.add_argument("--dry-run", action="store_true", help="list what would be written, write nothing")
     args = p.parse_args(argv)
     root = args.root.resolve() if args.root else find_root()
-    plan = plan_op(root, args.name, args.like, args.class_name)
+    plan = plan_op(root, args.name, args.like, args.class_name, inputs=args.inputs, executorch=args.executorch)
     for path, text in plan.writes.items():
         rel = path.relative_to(root)
         verb = "edit" if path.exists() else "new "
@@ -266,8 +352,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     for todo in plan.todos:
         print(f"  {todo}")
     if not args.dry_run:
-        print("\nNext: build (scripts/build.sh), then run the generic tests over the new op: "
-              f"python -m pytest tests/python -k {args.name}; docs/design/adding_an_operator.md walks the rest.")
+        print("\nNext: build (scripts/build.sh), then run every test that covers the new op: "
+              f"python -m pytest tests/python --op {args.name}; docs/design/adding_an_operator.md walks the rest.")
     return 0
 
 

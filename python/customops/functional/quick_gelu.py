@@ -10,14 +10,11 @@ from ._common import _overview
 __all__ = ["quick_gelu"]
 
 
-# scaffold: its lines in the docs' tables | @_overview("TODO(quick_gelu)", layouts=("TODO: NCHW", "TODO: channels_last", "TODO: the result's format"))
 @_overview("`x * sigmoid(1.702 x)` in one pass; finite for every finite `x`",
            layouts=("any dense layout, native",
                     "native",
                     "the input's"))
-# scaffold-end
 def quick_gelu(x: Tensor) -> Tensor:
-    # scaffold: what it computes, its arguments and result: its API page | """TODO(quick_gelu): its API page."""
     r"""Sigmoid approximation of GELU: ``y = x * sigmoid(1.702 * x)``.
 
     One fused pass over memory on CPU (vectorised) and CUDA, in place of the three
@@ -37,5 +34,4 @@ def quick_gelu(x: Tensor) -> Tensor:
         >>> customops.quick_gelu(torch.tensor([-1.0, 0.0, 2.0]))
         tensor([-0.1542,  0.0000,  1.9357])
     """
-    # scaffold-end
     return torch.ops.customops.quick_gelu(x)

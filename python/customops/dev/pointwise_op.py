@@ -1,0 +1,274 @@
+"""The files of a new pointwise operator (y = f(x1, ..., xN) over tensors of one shape), for N inputs.
+
+A pointwise op's kernels, Meta kernels, checks, autograd, autocast policy and Python concerns are shared
+(kernels/common/pointwise.h, registration/pointwise.h, customops/*/_pointwise.py): what is its own is its maths and
+what follows from its inputs' names and count. Everything that follows from the inputs is written here, the same
+for every op of their arity (the C++ struct's signatures and `pw::Values<T, N>` sizes, the C++ API and its tuple,
+the schemas, the Python signatures, the benchmark's inputs and bytes); where the maths goes it writes a stub and a
+`TODO(<name>)`, which tests/python/test_registry.py rejects until it is replaced.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Sequence, Tuple
+
+
+def _todo(name: str, what: str, comment: str) -> str:
+    return f"{comment} TODO({name}): {what}"
+
+
+def files(name: str, cls: str, inputs: Sequence[str]) -> Dict[str, str]:
+    """Relative path -> text of each file the op owns."""
+    n, xs = len(inputs), list(inputs)
+    first = xs[0]
+    comma = "," if n == 1 else ""  # a tuple of one
+    t_args = ", ".join(f"T {x}" for x in xs)
+    tensor_args = ", ".join(f"const at::Tensor& {x}" for x in xs)
+    py_args = ", ".join(xs)
+    py_typed = ", ".join(f"{x}: Tensor" for x in xs)
+    pairs = ", ".join(f"d2f/d{a} d{b}" for a in xs for b in xs)
+    grads_type = "at::Tensor" if n == 1 else f"std::tuple<{', '.join(['at::Tensor'] * n)}>"
+    unit = ", ".join("T(1)" if i == 0 else "T(0)" for i in range(n))
+    zeros = ", ".join(["T(0)"] * (n * n))
+    out: Dict[str, str] = {}
+
+    out[f"kernels/{name}.h"] = f"""\
+// {name}: y = {_todo(name, "what it computes, in a line.", "").strip()}
+#pragma once
+
+#include "kernels/common/pointwise.h"
+
+namespace customops {{
+
+// The formulas, written once (kernels/common/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
+// pw::tanh, on numbers (CUDA, the CPU tails), SIMD vectors (the CPU body) and tensors (the double backward), in
+// the kernels' opmath type. python/customops/pointwise/{name}.py holds the Python copy; the tests compare the two.
+struct {cls} {{
+  static constexpr const char* kName = "{name}";
+  static constexpr const char* kInputs[] = {{{", ".join(f'"{x}"' for x in xs)}}};
+
+  template <typename T>
+  C10_HOST_DEVICE static T forward({t_args}) {{
+    {_todo(name, f"f({py_args}).", "//")}
+    return {first};
+  }}
+
+  template <typename T>
+  C10_HOST_DEVICE static pw::Values<T, {n}> derivatives({t_args}) {{
+    {_todo(name, ", ".join(f"df/d{x}" for x in xs) + ".", "//")}
+    return {{{unit}}};
+  }}
+
+  template <typename T>
+  C10_HOST_DEVICE static pw::Values<T, {n * n}> second_derivatives({t_args}) {{
+    {_todo(name, pairs + " (row-major).", "//")}
+    return {{{zeros}}};
+  }}
+}};
+
+}} // namespace customops
+"""
+
+    for backend, suffix, include, instance in (
+            ("cpu", "cpp", "kernels/cpu/common/pointwise.h", "customops::cpu::CPU_CAPABILITY::Pointwise"),
+            ("cuda", "cu", "kernels/cuda/common/pointwise.cuh", "customops::cuda::Pointwise")):
+        out[f"kernels/{backend}/{name}.{suffix}"] = f"""\
+#include "kernels/{name}.h"
+
+#include "{include}"
+
+template struct {instance}<customops::{cls}>;
+"""
+
+    out[f"registration/{name}.cpp"] = f"""\
+// The {name} family under every dispatch key: its kernels, autograd and autocast policy.
+#include "kernels/{name}.h"
+#include "registration/pointwise.h"
+
+CUSTOMOPS_REGISTER_POINTWISE(customops::{cls})
+"""
+
+    grads = ", ".join(f"grad_out * d/d{x}" for x in xs)
+    out[f"ops/include/customops/{name}.h"] = f"""\
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+#include <customops/detail/find_op.h>{"" if n == 1 else chr(10) + "#include <tuple>"}
+
+namespace customops {{
+
+// y = {_todo(name, "what it computes.", "").strip()}
+// {", ".join(xs)}: floating tensors (float16, bfloat16, float32, float64){" of one shape, dtype and device" if n > 1 else ""},
+// CPU or CUDA; half types are computed in float. Differentiable.
+inline at::Tensor {name}({tensor_args}) {{
+  static const auto op = detail::find_op<decltype({name})>("customops::{name}");
+  return op.call({py_args});
+}}
+
+// Gradient{"s" if n > 1 else ""} of {name}: {grads}.
+// grad_out must have {first}'s shape, dtype and device. Differentiable (double backward).
+inline {grads_type} {name}_backward(const at::Tensor& grad_out, {tensor_args}) {{
+  static const auto op = detail::find_op<decltype({name}_backward)>("customops::{name}_backward");
+  return op.call(grad_out, {py_args});
+}}
+
+}} // namespace customops
+"""
+
+    arg_docs = "\n".join(
+        f"        {x}: float16, bfloat16, float32 or float64, on CPU or CUDA." if i == 0 else
+        f"        {x}: ``{first}``'s shape, dtype and device (no broadcasting)." for i, x in enumerate(xs))
+    autocast = ("Under ``torch.autocast`` inputs of several dtypes run in the widest, as ``a * b`` does. "
+                if n > 1 else "")
+    out[f"python/customops/functional/{name}.py"] = f'''\
+"""customops.{name}."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from ._common import _overview
+
+__all__ = ["{name}"]
+
+
+# Its line in the docs' operator table; a dense input of any layout keeps it (the shared kernels).
+@_overview("TODO({name}): what it computes, in a line",
+           layouts=("any dense layout, native", "native", "{"the input's" if n == 1 else f"{first}'s"}"))
+def {name}({py_typed}) -> Tensor:
+    r"""TODO({name}): what it computes, in a line: ``y = ...``.
+
+    TODO({name}): what it replaces, and why it is faster.
+
+    Args:
+{arg_docs}
+            {autocast}Half-precision inputs are computed in float32.
+
+    Returns:
+        A tensor like ``{first}``; a dense ``{first}`` (contiguous, channels_last,
+        transposed) keeps its memory layout. Differentiable, twice.
+    """
+    return torch.ops.customops.{name}({py_args})
+'''
+
+    second = "(" + ", ".join("(" + ", ".join(f"d2f/d{a} d{b}" for b in xs) + comma + ")" for a in xs) + comma + ")"
+    out[f"python/customops/pointwise/{name}.py"] = f'''\
+"""{name}'s formulas: its value and derivatives, for every Python path (see the package's docstring);
+kernels/{name}.h holds the kernels' copy."""
+
+from __future__ import annotations
+
+INPUTS = ({", ".join(f'"{x}"' for x in xs)}{comma})
+
+# The nn.Module (customops.modules makes it): its class name, and a paragraph for its docstring if any.
+MODULE = ("{cls}",)
+
+
+def forward(m, {py_args}):
+    # TODO({name}): f({py_args}), with Python's arithmetic and m.exp, m.sigmoid, m.tanh.
+    raise NotImplementedError("TODO({name})")
+
+
+def derivatives(m, {py_args}):
+    # TODO({name}): ({", ".join(f"df/d{x}" for x in xs)}{comma}), the backward op's factors of grad_out.
+    raise NotImplementedError("TODO({name})")
+
+
+def second_derivatives(m, {py_args}):
+    # TODO({name}): {second}, 0 where one is zero.
+    raise NotImplementedError("TODO({name})")
+
+
+# How compiled graphs treat the op (customops.inductor): decomposed into these formulas (True), or kept whole; the
+# measurement that decided and why, for docs/design/compile.md (MyST Markdown).
+COMPILED = (True, "TODO({name}): the model, sizes and ratios measured", "TODO({name}): why")
+'''
+
+    out[f"tests/python/op_db/{name}.py"] = f'''\
+"""{name}: TODO({name}): the op in a line."""
+
+from __future__ import annotations
+
+import customops
+from customops.benchmark.ops.{name} import {name}_reference
+from customops.pointwise import {name} as formulas
+
+from ._pointwise import pointwise_opinfo
+
+# The reference is the plain-PyTorch calls the op replaces (the benchmark's baseline), written apart from the
+# formulas: the tests hold the kernels' values and gradients, and the formulas, to it in float64.
+OPS = [pointwise_opinfo(formulas, op=customops.{name}, module=customops.{cls}, reference={name}_reference,
+                        onnx_nodes=[("TODO({name}): the ONNX nodes on the path to the output", {{}})])]
+'''
+
+    setup_inputs = ", ".join(xs)
+    grad_names = ", ".join(f'"{x}"' for x in xs)
+    detached = ", ".join(f's["{x}"].detach()' for x in xs)
+    out[f"python/customops/benchmark/ops/{name}.py"] = f'''\
+"""{name} against the plain-PyTorch calls it replaces, eager and compiled."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+
+import customops
+
+from ..table import BenchOp, Case, Demo, grad_of
+
+
+def {name}_reference({py_typed.replace("Tensor", "torch.Tensor")}) -> torch.Tensor:
+    """The plain-PyTorch calls the op replaces: the baseline, eager and compiled, and the tests' reference."""
+    # TODO({name}): the op as users write it in PyTorch (torch.nn.functional, torch.special, ...), not from
+    # customops.pointwise's formulas.
+    raise NotImplementedError("TODO({name})")
+
+
+_compiled_{name}_reference = torch.compile({name}_reference, dynamic=False)
+
+
+def _{name}_cases(device: torch.device, quick: bool) -> Iterator[Case]:
+    if device.type == "cuda":
+        n, dtypes = (4 if quick else 64) * 2**20, (torch.float32, torch.float16, torch.bfloat16)
+    else:
+        n, dtypes = (1 if quick else 4) * 2**20, (torch.float32,)
+    for dtype in dtypes:
+        size = n * torch.empty((), dtype=dtype).element_size()
+
+        def setup(dtype=dtype):
+            {setup_inputs}{comma} = (torch.randn(n, device=device, dtype=dtype, requires_grad=True) for _ in range({n}))
+            return {{{", ".join(f'"{x}": {x}' for x in xs)}, "g": torch.randn_like({first})}}
+
+        label = f"n={{n // 2**20}}M"
+        yield Case("{name}", f"forward {{label}}", dtype, setup,
+                   ours=lambda s: customops.{name}({detached}),
+                   pytorch={{"eager": lambda s: {name}_reference({detached}),
+                            "compile": lambda s: _compiled_{name}_reference({detached})}},
+                   bytes={n + 1} * size)  # read {", ".join(xs)}, write y
+        yield Case("{name}", f"fwd+bwd {{label}}", dtype, setup,
+                   ours=grad_of(customops.{name}, {grad_names}),
+                   pytorch={{"eager": grad_of({name}_reference, {grad_names}),
+                            "compile": grad_of(_compiled_{name}_reference, {grad_names})}},
+                   bytes={3 * n + 2} * size)  # forward: the inputs, y; backward: g, the inputs, their gradients
+
+
+def _{name}_demo(device: torch.device) -> Demo:
+    inputs = tuple(torch.randn(64, 1024, device=device) * 4 for _ in range({n}))
+    return Demo(customops.{cls}(), inputs, {name}_reference)
+
+
+BENCH_OPS = [
+    BenchOp("{name}", _{name}_cases, _{name}_demo),
+]
+'''
+    return out
+
+
+def schemas(name: str, inputs: Sequence[str]) -> Tuple[str, str]:
+    """The op's and its backward op's schemas (registration/schemas.cpp)."""
+    args = ", ".join(f"Tensor {x}" for x in inputs)
+    grads = "Tensor" if len(inputs) == 1 else "(" + ", ".join(["Tensor"] * len(inputs)) + ")"
+    return f"{name}({args}) -> Tensor", f"{name}_backward(Tensor grad_out, {args}) -> {grads}"
