@@ -60,6 +60,38 @@ def weight_grad_kernel_names(dtype, c=16, k=16, hw=10, ks=3, groups=1, layout=to
     return cuda_kernel_names(lambda: weight_grad(g, x, w, stride, ks // 2, 1, groups))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--op", action="append", default=[], metavar="NAME",
+                     help="only the tests that cover operator NAME (repeatable): those parametrized by it (or its "
+                     "pointwise family) and those that check every op at once (marked every_op)")
+
+
+def _covers(value, ops) -> bool:
+    """Whether a test's parameter is one of `ops`: an OpInfo, an op's name, a family module, or a tuple holding one."""
+    if isinstance(value, (tuple, list)):
+        return any(_covers(v, ops) for v in value)
+    if isinstance(value, str):
+        return value.removesuffix("_backward") in ops
+    name = getattr(value, "name", None) if not isinstance(value, type(os)) else value.__name__.rpartition(".")[2]
+    return isinstance(name, str) and name in ops
+
+
+def pytest_collection_modifyitems(config, items):
+    ops = set(config.getoption("--op"))
+    if not ops:
+        return
+    unknown = ops - set(customops._library.registered_ops())
+    if unknown:
+        raise pytest.UsageError(f"--op: no registered operator {', '.join(sorted(unknown))} (built the library?)")
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        covered = item.get_closest_marker("every_op") or any(_covers(v, ops) for v in params.values())
+        (keep if covered else drop).append(item)
+    config.hook.pytest_deselected(items=drop)
+    items[:] = keep
+
+
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)

@@ -56,12 +56,14 @@ def run_runner(*args):
                           timeout=300)
 
 
+@pytest.mark.every_op
 def test_model_calls_every_operator(package):
     # The comparison below only means something if the compiled model calls every op.
     forward_ops = {name for name in registered_ops() if not name.endswith("_backward")}
     assert customops_calls(package["exported"]) == forward_ops
 
 
+@pytest.mark.every_op
 def test_cpp_runner_matches_eager_python(package):
     out = package["tmp"] / "out.pt"
     done = run_runner(package["path"], "--inputs", package["inputs"], "--device", package["device"],
@@ -76,6 +78,7 @@ def test_cpp_runner_matches_eager_python(package):
         torch.testing.assert_close(got, want.cpu(), msg=lambda m, op=op: f"{op.name}: {m}")
 
 
+@pytest.mark.every_op
 def test_python_loader_matches_eager_python(package):
     # The same package through torch's own Python loader: the two C++ paths agree.
     loaded = torch._inductor.aoti_load_package(package["path"])

@@ -29,6 +29,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.every_op
 def test_rules_are_registered_for_every_op():
     from torch.distributed.tensor import DTensor
 
@@ -39,6 +40,7 @@ def test_rules_are_registered_for_every_op():
     assert customops.sharding.registered
 
 
+@pytest.mark.every_op
 def test_ops_on_dtensors_in_two_processes():
     import distributed_checks
 

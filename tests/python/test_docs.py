@@ -115,12 +115,14 @@ def _local_target(page: Path, ref: str) -> tuple[Path, str] | None:
     return target, urllib.parse.unquote(parts.fragment)
 
 
+@pytest.mark.every_op
 def test_docs_build_without_warnings(built_site):
     for page in ["index.html", "guide/ops.html", "guide/api.html", "guide/convert.html", "deploy.html",
                  "design/architecture.html", "design/stable_abi.html", "performance/index.html"]:
         assert (built_site / page).is_file(), f"{page} was not built"
 
 
+@pytest.mark.every_op
 def test_api_pages_document_every_function_and_module(built_site):
     import customops
 
@@ -132,6 +134,7 @@ def test_api_pages_document_every_function_and_module(built_site):
         assert anchor in api or anchor in convert, f"customops.{name} is missing from the API pages"
 
 
+@pytest.mark.every_op
 def test_schema_and_dispatch_tables_list_every_op(built_site):
     import torch
 

@@ -35,6 +35,7 @@ def _run(program, inputs):
     return execute(program.buffer, inputs)
 
 
+@pytest.mark.every_op
 def test_every_op_has_a_core_aten_decomposition():
     table = customops.executorch.decompositions(every=True)
     assert {op.overload for op in OP_DB} <= set(table), {op.name for op in OP_DB} - {o.name() for o in table}
@@ -123,6 +124,7 @@ def test_customops_kernels_compute_every_sample(op: OpInfo):
             assert error <= tolerance, f"{sample.name} {dtype}: {error}"
 
 
+@pytest.mark.every_op
 def test_routes_default_to_the_kernels_that_were_built():
     routes = customops.executorch.routes()
     assert set(routes) == {op.name for op in OP_DB}

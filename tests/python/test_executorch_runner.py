@@ -48,6 +48,7 @@ def program(tmp_path_factory):
     return {"path": path, "inputs": tmp / "inputs.bin", "expected": expected, "kernels": kernels, "tmp": tmp}
 
 
+@pytest.mark.every_op
 def test_the_runner_runs_every_op_as_eager_pytorch(program):
     runner = _runner()
     out = program["tmp"] / "out.bin"

@@ -487,6 +487,7 @@ def _report(result) -> str:
     return f"{len(findings)} bad outcomes (of {result['outcomes']}):\n{shown}"
 
 
+@pytest.mark.every_op
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=requires_cuda)])
 def test_fuzz_ops_never_crash_and_errors_name_arguments(device):
     result = run_fuzz(device, _calls(device))

@@ -124,6 +124,7 @@ def test_unknown_op_is_refused():
         inductor.set_decomposed("conv2d", True)
 
 
+@pytest.mark.every_op
 def test_decompositions_join_inductor_when_it_loads(tmp_path):
     # A fresh process: importing customops must not import Inductor, and the decompositions must be in
     # Inductor's table as soon as it is imported.
@@ -182,6 +183,7 @@ def test_deterministic_algorithms_keep_the_backward_op(op: OpInfo):
     assert f"torch.ops.customops.{op.name}.default(" not in calls
 
 
+@pytest.mark.every_op
 def test_litert_borrows_each_op_decomposition_once():
     # customops.litert takes the Inductor decomposition of a family it has no module of, matched by the family's
     # module name: an Inductor module named otherwise than the family would give litert-torch a second

@@ -99,6 +99,7 @@ def assert_matches(got, want: torch.Tensor, what: str, tol: float = ATOL) -> Non
 # --- what each translation must contain ------------------------------------------------------------------
 
 
+@pytest.mark.every_op
 def test_every_op_has_expectations_and_a_translation():
     assert all(callable(op.onnx_nodes) for op in OP_DB)
     table = customops.onnx.translation_table()
@@ -209,6 +210,7 @@ def test_plain_export_after_import_customops(tmp_path):
     assert "('', 'Conv'), ('', 'Mul'), ('', 'Resize'), ('', 'Sigmoid')" in out.stdout.splitlines()[-1]
 
 
+@pytest.mark.every_op
 def test_exporter_registry_has_every_op():
     # The one private torch API in these tests, on purpose: it is what torch.onnx.export(dynamo=True) builds
     # its registry with. If this fails while customops.onnx.is_registered() passes, torch no longer reads

@@ -260,6 +260,7 @@ def test_every_backend_matches_reference(op: OpInfo, backend, dtype):
         test_fake_kernels_give_the_real_strides(op, "cuda", dtype)
 
 
+@pytest.mark.every_op
 def test_every_op_leaves_inductor_free_to_choose_layouts():
     # Without the tag Inductor pins each custom op's inputs to the strides seen while tracing, and copies
     # around it once its layout optimisation has made the convolutions around it channels_last.

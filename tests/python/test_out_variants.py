@@ -14,6 +14,7 @@ from op_db import OP_DB, OpInfo
 OUT_OPS = [op for op in OP_DB if "out" in getattr(torch.ops.customops, op.name).overloads()]
 
 
+@pytest.mark.every_op
 def test_every_op_customops_runs_in_executorch_has_an_out_variant():
     assert {op.name for op in OUT_OPS} == customops.executorch.kernel_ops()
 
