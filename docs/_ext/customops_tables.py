@@ -248,3 +248,37 @@ def table(name: str, **options: str) -> Table:
     headers = HEADERS[name]
     read, source = _SOURCES[name]
     return Table(headers, read(source, len(headers), **options))
+
+
+# --- the README's copy of the operator table (GitHub renders Markdown, not MyST's roles) --------------------------
+
+README_BEGIN = "<!-- the operator table: python docs/_ext/customops_tables.py README.md writes it, from the ops table -->"
+README_END = "<!-- end of the operator table -->"
+
+
+def _github(cell: str) -> str:
+    """A cell's MyST roles as plain Markdown: {func}`~customops.x` as `x`, {doc}`/design/x` as a link to its file."""
+    cell = re.sub(r"\{(?:func|class)\}`~?(?:customops\.)?([^`]+)`", r"`\1`", cell)
+    cell = re.sub(r"\{doc\}`([^`<]+?) <(/[^>]+)>`", r"[\1](docs\2.md)", cell)
+    return re.sub(r"\{doc\}`(/[^`]+)`", lambda m: f"[{m[1].rsplit('/', 1)[1]}](docs{m[1]}.md)", cell)
+
+
+def readme_table() -> list[str]:
+    """The README's operator table: the docs' ops table in plain Markdown, between README_BEGIN and README_END."""
+    ops = table("ops")
+    return [README_BEGIN, *Table(ops.headers, [tuple(_github(c) for c in row) for row in ops.rows]).markdown(),
+            README_END]
+
+
+def with_readme_table(text: str) -> str:
+    """`text` (README.md) with its operator table replaced by :func:`readme_table`."""
+    begin, end = text.index(README_BEGIN), text.index(README_END) + len(README_END)
+    return text[:begin] + "\n".join(readme_table()) + text[end:]
+
+
+if __name__ == "__main__":
+    import sys
+
+    for path in sys.argv[1:]:
+        readme = Path(path)
+        readme.write_text(with_readme_table(readme.read_text()))
