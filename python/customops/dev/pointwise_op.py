@@ -42,7 +42,7 @@ namespace customops {{
 
 // The formulas, written once (kernels/common/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
 // pw::tanh, on numbers (CUDA, the CPU tails), SIMD vectors (the CPU body) and tensors (the double backward), in
-// the kernels' opmath type. python/customops/pointwise/{name}.py holds the Python copy; the tests compare the two.
+// the kernels' opmath type. The Python copy is python/customops/pointwise/{name}.py; the tests compare the two.
 struct {cls} {{
   static constexpr const char* kName = "{name}";
   static constexpr const char* kInputs[] = {{{", ".join(f'"{x}"' for x in xs)}}};
@@ -119,7 +119,7 @@ inline {grads_type} {name}_backward(const at::Tensor& grad_out, {tensor_args}) {
     arg_docs = "\n".join(
         f"        {x}: float16, bfloat16, float32 or float64, on CPU or CUDA." if i == 0 else
         f"        {x}: ``{first}``'s shape, dtype and device (no broadcasting)." for i, x in enumerate(xs))
-    autocast = ("Under ``torch.autocast`` inputs of several dtypes run in the widest, as ``a * b`` does. "
+    autocast = ("\n            Under ``torch.autocast`` inputs of several dtypes run in the widest, as ``a * b`` does."
                 if n > 1 else "")
     out[f"python/customops/functional/{name}.py"] = f'''\
 """customops.{name}."""
@@ -143,8 +143,8 @@ def {name}({py_typed}) -> Tensor:
     TODO({name}): what it replaces, and why it is faster.
 
     Args:
-{arg_docs}
-            {autocast}Half-precision inputs are computed in float32.
+{arg_docs}{autocast}
+            Half-precision inputs are computed in float32.
 
     Returns:
         A tensor like ``{first}``; a dense ``{first}`` (contiguous, channels_last,
