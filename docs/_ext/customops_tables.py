@@ -252,7 +252,8 @@ def table(name: str, **options: str) -> Table:
 
 # --- the README's copy of the operator table (GitHub renders Markdown, not MyST's roles) --------------------------
 
-README_BEGIN = "<!-- the operator table: python docs/_ext/customops_tables.py README.md writes it, from the ops table -->"
+README_BEGIN = ("<!-- the operator table: python docs/_ext/customops_tables.py README.md writes it, from the ops "
+                "table -->")
 README_END = "<!-- end of the operator table -->"
 
 

@@ -82,7 +82,7 @@ def test_a_pointwise_op_is_written_for_its_inputs(args, inputs):
     tensors = ", ".join(f"const at::Tensor& {x}" for x in inputs)
     grads = "at::Tensor" if n == 1 else f"std::tuple<{', '.join(['at::Tensor'] * n)}>"
     assert f"inline at::Tensor {NAME}({tensors})" in api and f"return op.call({names});" in api
-    assert f"inline {grads} {NAME}_backward(const at::Tensor& grad_out, {tensors})" in api
+    assert f"inline {grads} {NAME}_backward(\n    const at::Tensor& grad_out, {tensors})" in api
     schemas = text["registration/schemas.cpp"]
     args_schema = ", ".join(f"Tensor {x}" for x in inputs)
     assert f'm.def("{NAME}({args_schema}) -> Tensor", pt2);' in schemas

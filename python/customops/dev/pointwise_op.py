@@ -42,7 +42,7 @@ namespace customops {{
 
 // The formulas, written once (kernels/common/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
 // pw::tanh, on numbers (CUDA, the CPU tails), SIMD vectors (the CPU body) and tensors (the double backward), in
-// the kernels' opmath type. The Python copy is python/customops/pointwise/{name}.py; the tests compare the two.
+// the kernels' opmath type. The tests compare them with the Python copy, python/customops/pointwise/{name}.py.
 struct {cls} {{
   static constexpr const char* kName = "{name}";
   static constexpr const char* kInputs[] = {{{", ".join(f'"{x}"' for x in xs)}}};
@@ -89,6 +89,7 @@ CUSTOMOPS_REGISTER_POINTWISE(customops::{cls})
 """
 
     grads = ", ".join(f"grad_out * d/d{x}" for x in xs)
+    one_shape = " of one shape, dtype and device" if n > 1 else ""
     out[f"ops/include/customops/{name}.h"] = f"""\
 #pragma once
 
@@ -99,7 +100,7 @@ CUSTOMOPS_REGISTER_POINTWISE(customops::{cls})
 namespace customops {{
 
 // y = {_todo(name, "what it computes.", "").strip()}
-// {", ".join(xs)}: floating tensors (float16, bfloat16, float32, float64){" of one shape, dtype and device" if n > 1 else ""},
+// {", ".join(xs)}: floating tensors (float16, bfloat16, float32, float64){one_shape},
 // CPU or CUDA; half types are computed in float. Differentiable.
 inline at::Tensor {name}({tensor_args}) {{
   static const auto op = detail::find_op<decltype({name})>("customops::{name}");
@@ -108,7 +109,8 @@ inline at::Tensor {name}({tensor_args}) {{
 
 // Gradient{"s" if n > 1 else ""} of {name}: {grads}.
 // grad_out must have {first}'s shape, dtype and device. Differentiable (double backward).
-inline {grads_type} {name}_backward(const at::Tensor& grad_out, {tensor_args}) {{
+inline {grads_type} {name}_backward(
+    const at::Tensor& grad_out, {tensor_args}) {{
   static const auto op = detail::find_op<decltype({name}_backward)>("customops::{name}_backward");
   return op.call(grad_out, {py_args});
 }}
@@ -199,7 +201,8 @@ from ._pointwise import pointwise_opinfo
 
 # The reference is the plain-PyTorch calls the op replaces (the benchmark's baseline), written apart from the
 # formulas: the tests hold the kernels' values and gradients, and the formulas, to it in float64.
-OPS = [pointwise_opinfo(formulas, op=customops.{name}, module=customops.{cls}, reference={name}_reference,
+OPS = [pointwise_opinfo(formulas, op=customops.{name}, module=customops.{cls},
+                        reference={name}_reference,
                         onnx_nodes=[("TODO({name}): the ONNX nodes on the path to the output", {{}})])]
 '''
 
