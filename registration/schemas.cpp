@@ -65,6 +65,9 @@ TORCH_LIBRARY(customops, m) {
   m.def("causal_conv1d.out(Tensor x, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("causal_conv1d_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask) "
         "-> (Tensor, Tensor, Tensor)", pt2);
+
+  m.def("gelu_tanh_mul(Tensor a, Tensor b) -> Tensor", pt2);
+  m.def("gelu_tanh_mul_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)", pt2);
 }
 
 // Which implementation an op runs on CUDA where PyTorch has a competing kernel (kernels/common/
