@@ -238,13 +238,6 @@ def _calls(node: ast.AST, name: str) -> bool:
 
 def module_class(root: Path, family: str, like: str) -> str:
     rel = f"python/customops/modules/{family}.py"
-    if not (root / rel).is_file():  # a pointwise family's module is made from its formulas' MODULE
-        formulas = ast.parse((root / f"python/customops/pointwise/{family}.py").read_text())
-        found = [n.value.elts[0].value for n in formulas.body if isinstance(n, ast.Assign)
-                 and any(isinstance(t, ast.Name) and t.id == "MODULE" for t in n.targets)]
-        if len(found) != 1:
-            raise SystemExit(f"python/customops/pointwise/{family}.py: expected MODULE = (class name, ...)")
-        return found[0]
     tree = ast.parse((root / rel).read_text())
     found = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and _calls(n, like)]
     if len(found) != 1:
@@ -280,8 +273,10 @@ def plan_pointwise(root: Path, name: str, inputs: Sequence[str], class_name: Opt
         if (root / rel).exists():
             raise SystemExit(f"{rel} exists already")
         plan.writes[root / rel] = text
-        plan.todos += [f"{rel}:{i}: {line.split(f'TODO({name}):', 1)[1].split(chr(34))[0].strip()}"
-                       for i, line in enumerate(text.splitlines(), 1) if f"TODO({name}):" in line]
+        for i, line in enumerate(text.splitlines(), 1):
+            if f"TODO({name}):" in line:  # what follows, up to the end of its string if it is in one
+                what = line.split(f"TODO({name}):", 1)[1].split('"')[0].strip()
+                plan.todos.append(f"{rel}:{i}: {what}")
     add_schemas(plan, False, pointwise_op.schemas(name, inputs))
     return plan
 
@@ -311,8 +306,8 @@ def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str
     reference = root / f"tests/python/op_db/{family}.py"
     if not unmarked_maths and not any(_MARK.match(line) for line in reference.read_text().splitlines()):
         raise SystemExit(f"--like {like}: its files mark no maths with 'scaffold:' regions yet, so the new op would "
-                         f"compute {like}'s maths and pass its tests; start from quick_gelu or "
-                         f"trilinear_interpolation, or mark {like}'s maths first (docs/design/adding_an_operator.md)")
+                         f"compute {like}'s maths and pass its tests; start from trilinear_interpolation, give a "
+                         f"pointwise op's --inputs, or mark {like}'s maths first (docs/design/adding_an_operator.md)")
     for rel in files:
         new_rel = Path(rename(str(rel)))
         target = root / new_rel
