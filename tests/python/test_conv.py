@@ -252,6 +252,64 @@ def test_depthwise_strided_on_cuda(case, layout, dtype):
         _assert_close_scaled(a.cpu(), e, _NHWC_TOL[dtype])
 
 
+# Small NCHW weight gradients by each of its kernels, every block resident at once: (N, C, H, W, k, stride, padding,
+# dilation) for the register kernel (3x3), the tiles (7x7 on a wide plane), the one-block-per-tap kernel (dilated
+# rows); batches of one chunk and of several.
+_NCHW_WGRAD = [
+    (2, 8, 20, 20, 3, 1, 1, 1),
+    (4, 16, 7, 7, 3, 2, 1, 1),
+    (2, 6, 33, 70, 7, 1, 3, 1),
+    (1, 2, 18, 19, 7, 1, 6, 2),
+]
+
+
+@requires_cuda
+@pytest.mark.parametrize("case", _NCHW_WGRAD, ids=lambda c: "-".join(map(str, c)))
+def test_depthwise_nchw_weight_gradient_in_one_launch(case):
+    """Where its blocks are all resident at once, the NCHW weight gradient sums its chunks' parts in the kernel that
+    made them (a grid-wide barrier): one launch, as cuDNN's; the sums are ATen's in float64 and bit-identical run to
+    run."""
+    n, c, h, w_, k, stride, padding, dilation = case
+    x = torch.randn(n, c, h, w_, device="cuda")
+    w = torch.randn(c, 1, k, k, device="cuda")
+    out = F.conv2d(x, w, None, stride, padding, dilation, c)
+    g = torch.randn_like(out)
+    win = ([stride] * 2, [padding] * 2, [dilation] * 2)
+
+    def wgrad():
+        return torch.ops.customops.depthwise_conv2d_backward(g, x, w, *win, [False, True, False])[1]
+
+    assert len(cuda_kernel_names(wgrad)) == 1
+    first = wgrad()
+    want = torch.ops.aten.convolution_backward(g.double(), x.double(), w.double(), None, *win, False, [0, 0], c,
+                                               [False, True, False])[1]
+    scale = want.abs().max().item()
+    torch.testing.assert_close(first.double() / scale, want / scale, rtol=1e-5, atol=1e-5)
+    assert torch.equal(first, wgrad())
+
+
+@requires_cuda
+def test_depthwise_nchw_weight_gradient_in_a_cuda_graph():
+    """The one-launch weight gradient is a cooperative launch: captured in a CUDA graph, a replay on new values
+    gives what an eager call gives."""
+    x = torch.randn(16, 6, 33, 70, device="cuda")
+    w = torch.randn(6, 1, 3, 3, device="cuda")
+    g = torch.randn(16, 6, 33, 70, device="cuda")
+    win = ([1, 1], [1, 1], [1, 1])
+    mask = [True, True, True]
+    torch.ops.customops.depthwise_conv2d_backward(g, x, w, *win, mask)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured = torch.ops.customops.depthwise_conv2d_backward(g, x, w, *win, mask)
+    for _ in range(2):
+        x.copy_(torch.randn_like(x))
+        g.copy_(torch.randn_like(g))
+        graph.replay()
+        for got, want in zip(captured, torch.ops.customops.depthwise_conv2d_backward(g, x, w, *win, mask)):
+            assert torch.equal(got, want)
+
+
 @requires_cuda
 def test_depthwise_strided_input_gradient_of_unaligned_channels_last_gradient():
     """A channels_last output gradient that starts one element past a word

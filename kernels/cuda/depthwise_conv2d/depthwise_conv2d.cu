@@ -18,8 +18,11 @@
 // (square 3, 5 and 7 windows at stride 2 take period_dgrad.cu's instead). The
 // weight gradient is reduced per (batch chunk, channel) in a fixed order (3x3
 // and 5x5 keep every tap's sum in registers, except on wide planes at unit
-// stride, which take tiles), and the chunks summed in order (sum_parts):
-// deterministic.
+// stride, which take tiles), and the chunks summed in order: deterministic.
+// Where all its blocks are resident at once (small layers), the same kernel
+// sums the chunks after a grid-wide barrier (a cooperative launch): one launch,
+// as cuDNN's; elsewhere a second kernel sums them (sum_parts), in the same
+// order, so the same bits.
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -385,15 +388,25 @@ __global__ void direct_input_grad_kernel(const scalar_t* __restrict__ gout, cons
   }
 }
 
+// The weight gradient's last step, in the kernel that made the chunks' parts
+// (partial[chunk, o, tap]): their fixed-order sums, rounded to scalar_t.
+template <typename opmath_t, typename scalar_t>
+__device__ __forceinline__ void fold_weight_grad(const opmath_t* partial, const Corr& c, int64_t batch,
+                                                 int64_t per_chunk, scalar_t* __restrict__ folded) {
+  const int64_t chunks = (batch + per_chunk - 1) / per_chunk;
+  depthwise_detail::fold_parts(partial, chunks, c.dst_channels * c.kh * c.kw, folded);
+}
+
 // Weight gradient, tiled (unit stride and dilation along rows): a block sums one
 // output channel over a chunk of images. Thread (pair, group) owns the kR taps
 // (i, jb..jb+kR-1) of `pair` and every group-th run of kR outputs of a tile;
 // the groups' sums are then added in group order.
-template <typename scalar_t>
+template <typename scalar_t, bool kFold>
 __global__ void __launch_bounds__(kThreads)
     tiled_weight_grad_kernel(const scalar_t* __restrict__ input, const scalar_t* __restrict__ gout,
                              at::opmath_type<scalar_t>* __restrict__ partial, Corr c, int64_t batch,
-                             int64_t per_chunk, int64_t blocks, int tiles_x, int tiles, TileShape ts) {
+                             int64_t per_chunk, int64_t blocks, int tiles_x, int tiles, TileShape ts,
+                             scalar_t* __restrict__ folded) {
   using opmath_t = at::opmath_type<scalar_t>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   opmath_t* s_g = reinterpret_cast<opmath_t*>(smem_raw);  // kTileH x kTileW output gradients
@@ -454,15 +467,16 @@ __global__ void __launch_bounds__(kThreads)
       if (jj < c.kw) partial[((chunk * c.dst_channels + o) * c.kh + ii) * c.kw + jj] = sum;
     }
   }
+  if constexpr (kFold) fold_weight_grad(partial, c, batch, per_chunk, folded);
 }
 
 // Weight gradient for any geometry: a block per (chunk, channel, tap) reduces
 // its products with a fixed-shape tree.
-template <typename scalar_t>
+template <typename scalar_t, bool kFold>
 __global__ void __launch_bounds__(kThreads)
     direct_weight_grad_kernel(const scalar_t* __restrict__ input, const scalar_t* __restrict__ gout,
                               at::opmath_type<scalar_t>* __restrict__ partial, Corr c, int64_t batch,
-                              int64_t per_chunk, int64_t blocks) {
+                              int64_t per_chunk, int64_t blocks, scalar_t* __restrict__ folded) {
   using opmath_t = at::opmath_type<scalar_t>;
   __shared__ opmath_t s_red[kThreads];
   const int taps = c.kh * c.kw;
@@ -491,6 +505,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     if (threadIdx.x == 0) partial[(chunk * c.dst_channels + o) * taps + tap] = s_red[0];
   }
+  if constexpr (kFold) fold_weight_grad(partial, c, batch, per_chunk, folded);
 }
 
 // Weight gradient of a K x K window (K = 3 or 5) at any stride and dilation:
@@ -503,11 +518,11 @@ __global__ void __launch_bounds__(kThreads)
 // (0.68 ms against cuDNN's 0.24 for 128x960x7x7 fp32, 3x3), and the direct
 // one walks the positions once per tap (2.3 ms against 0.67 for
 // 128x96x112x112 fp32, 3x3, stride 2).
-template <typename scalar_t, int K>
+template <typename scalar_t, int K, bool kFold>
 __global__ void __launch_bounds__(kThreads)
     small_weight_grad_kernel(const scalar_t* __restrict__ input, const scalar_t* __restrict__ gout,
                              at::opmath_type<scalar_t>* __restrict__ partial, Corr c, int64_t batch,
-                             int64_t per_chunk, int64_t blocks, int tw) {
+                             int64_t per_chunk, int64_t blocks, int tw, scalar_t* __restrict__ folded) {
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr int kWarps = kThreads / 32;
   __shared__ opmath_t s_warp[kWarps][K * K];
@@ -564,6 +579,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // s_warp is written again by the next block's sums
   }
+  if constexpr (kFold) fold_weight_grad(partial, c, batch, per_chunk, folded);
 }
 
 // The forward correlation of a plan: src = input, dst = output.
@@ -749,31 +765,50 @@ conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& we
       const int tiles = tiles_x * int((fwd.dst_h + kTileH - 1) / kTileH);
       const int64_t blocks = chunks * p.s.O;
       const bool fits = fwd.sw == 1 && fwd.dw == 1 && fwd.kh * (ts.kwp / kR) <= kThreads;
-      auto kernel = tiled_weight_grad_kernel<scalar_t>;
       // 3x3 and 5x5 take the tiles only at unit stride on planes wide enough to
       // fill half a tile row: on 56-wide planes the tiles were faster (0.58
       // against 0.75 ms for 128x144x56x56 fp32 on an H100), on 28-wide ones
       // slower (0.35 against 0.24).
       const bool small = fwd.kh == fwd.kw && (fwd.kh == 3 || fwd.kh == 5) && !(fits && 2 * fwd.dst_w > kTileW);
       const int tw = static_cast<int>(std::min<int64_t>(fwd.dst_w, kThreads));
+      opmath_t* parts = partial.data_ptr<opmath_t>();
+      // The kernel sums its chunks' parts itself where its grid is resident at once, else sum_parts does.
+      at::Tensor folded = at::empty(weight.sizes(), p.x.options());
+      scalar_t* out = folded.data_ptr<scalar_t>();
+      const int64_t n = folded.numel();
+      bool done = false;
       if (blocks == 0) {
         // an empty batch: the partial sums are empty and sum to zero
       } else if (small) {
-        auto small_kernel = fwd.kh == 3 ? small_weight_grad_kernel<scalar_t, 3> : small_weight_grad_kernel<scalar_t, 5>;
-        small_kernel<<<grid_for(blocks), kThreads, 0, stream>>>(x, g, partial.data_ptr<opmath_t>(), fwd, p.s.N,
-                                                               per_chunk, blocks, tw);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      } else if (tiled_fits(kernel, ts.smem, fits)) {
-        kernel<<<grid_for(blocks), kThreads, ts.smem, stream>>>(x, g, partial.data_ptr<opmath_t>(), fwd, p.s.N,
-                                                                 per_chunk, blocks, tiles_x, tiles, ts);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        const auto launch = [&](auto folding, auto plain) {
+          done = launch_folding(folding, blocks, n, 0, stream, x, g, parts, fwd, p.s.N, per_chunk, blocks, tw, out);
+          if (!done) plain<<<grid_for(blocks), kThreads, 0, stream>>>(x, g, parts, fwd, p.s.N, per_chunk, blocks,
+                                                                      tw, nullptr);
+        };
+        if (fwd.kh == 3) {
+          launch(small_weight_grad_kernel<scalar_t, 3, true>, small_weight_grad_kernel<scalar_t, 3, false>);
+        } else {
+          launch(small_weight_grad_kernel<scalar_t, 5, true>, small_weight_grad_kernel<scalar_t, 5, false>);
+        }
+      } else if (tiled_fits(tiled_weight_grad_kernel<scalar_t, true>, ts.smem, fits) &&
+                 tiled_fits(tiled_weight_grad_kernel<scalar_t, false>, ts.smem, fits)) {
+        done = launch_folding(tiled_weight_grad_kernel<scalar_t, true>, blocks, n, ts.smem, stream, x, g, parts, fwd,
+                              p.s.N, per_chunk, blocks, tiles_x, tiles, ts, out);
+        if (!done) {
+          tiled_weight_grad_kernel<scalar_t, false><<<grid_for(blocks), kThreads, ts.smem, stream>>>(
+              x, g, parts, fwd, p.s.N, per_chunk, blocks, tiles_x, tiles, ts, nullptr);
+        }
       } else {
         const int64_t all = blocks * fwd.kh * fwd.kw;
-        direct_weight_grad_kernel<scalar_t><<<grid_for(all), kThreads, 0, stream>>>(
-            x, g, partial.data_ptr<opmath_t>(), fwd, p.s.N, per_chunk, all);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
+        done = launch_folding(direct_weight_grad_kernel<scalar_t, true>, all, n, 0, stream, x, g, parts, fwd, p.s.N,
+                              per_chunk, all, out);
+        if (!done) {
+          direct_weight_grad_kernel<scalar_t, false><<<grid_for(all), kThreads, 0, stream>>>(
+              x, g, parts, fwd, p.s.N, per_chunk, all, nullptr);
+        }
       }
-      grad_weight = sum_parts(partial, p.x.scalar_type(), weight.sizes());
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
+      grad_weight = done ? folded : sum_parts(partial, p.x.scalar_type(), weight.sizes(), folded);
     }
   });
   if (output_mask[2]) grad_bias = bp.gout.sum({0, 2, 3});
