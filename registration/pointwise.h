@@ -1,7 +1,7 @@
 // Registration of a pointwise family (kernels/common/pointwise.h) under every
-// dispatch key, from its formulas: CUSTOMOPS_REGISTER_POINTWISE(Family) in its
-// registration/<family>.cpp registers the CPU, CUDA and Meta kernels, the autograd
-// of the op and of its backward op (whose own gradient, the double backward,
+// dispatch key, from its formulas: CUSTOMOPS_REGISTER_POINTWISE(Family), in the
+// file cmake/CustomopsPointwise.cmake writes for it, registers the CPU, CUDA and
+// Meta kernels, the autograd of the op and of its backward op (whose own gradient, the double backward,
 // evaluates the family's derivatives on ATen tensors, so it is differentiable in
 // turn), and the autocast policy: an op of one input runs in its dtype, an op of
 // several in the widest of theirs (as ATen's mul, autocast's "promote" list).

@@ -12,7 +12,8 @@
 // the CPU tails, in at::opmath_type), on at::vec::Vectorized (the CPU kernels' SIMD body,
 // kernels/cpu/common/pointwise.h) and on ATen tensors (the double backward,
 // registration/pointwise.h). Each backend's kernels are then one explicit instantiation,
-// `template struct Pointwise<Family>;`, and the registration one line.
+// `template struct Pointwise<Family>;`, and the registration one line, which
+// cmake/CustomopsPointwise.cmake writes for each family header.
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -32,10 +32,11 @@ def _copy_sources(dst: Path) -> None:
 
 
 def _objects() -> list:
-    """A C++ source with its precompiled torch headers, a CPU kernel variant's, and a CUDA source where the
-    build has CUDA kernels."""
-    objects = ["CMakeFiles/customops.dir/registration/quick_gelu.cpp.o",
-               "CMakeFiles/customops_cpu_DEFAULT.dir/kernels/cpu/quick_gelu.cpp.o"]
+    """A C++ source with its precompiled torch headers and a CPU kernel variant's (both written into the build tree
+    from a pointwise op's header, cmake/CustomopsPointwise.cmake), and a CUDA source where the build has CUDA
+    kernels."""
+    objects = ["CMakeFiles/customops.dir/pointwise/registration/quick_gelu.cpp.o",
+               "CMakeFiles/customops_cpu_DEFAULT.dir/pointwise/cpu/quick_gelu.cpp.o"]
     if torch.version.cuda and "CUSTOMOPS_WITH_CUDA=OFF" not in os.environ.get("CUSTOMOPS_CMAKE_ARGS", ""):
         objects.append("CMakeFiles/customops.dir/kernels/cuda/common/memory_format.cu.o")
     return objects

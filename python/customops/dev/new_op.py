@@ -38,10 +38,10 @@ from . import pointwise_op
 FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("kernels/{family}.h", "maths (scalar formulas shared by CPU and CUDA), argument checks, kernel declarations; "
      "a pointwise family: one struct of formulas (kernels/common/pointwise.h)"),
-    ("kernels/cpu/{family}.cpp", "CPU kernels (compiled once per instruction set), or a folder kernels/cpu/{family}/; "
-     "a pointwise family: one line, the shared kernels' instantiation"),
-    ("kernels/cuda/{family}.cu", "CUDA kernels of a pointwise family: one line, as the CPU's"),
-    ("kernels/cuda/{family}/", "CUDA kernels of other families"),
+    ("kernels/cpu/{family}.cpp", "CPU kernels (compiled once per instruction set), or a folder kernels/cpu/{family}/ "
+     "(a pointwise family has none: CMake writes its instantiation of the shared kernels, "
+     "cmake/CustomopsPointwise.cmake)"),
+    ("kernels/cuda/{family}/", "CUDA kernels (a pointwise family has none, as on the CPU)"),
     ("kernels/core/{family}.h", "the maths that runs in more than one runtime, on raw pointers and without ATen: "
      "libtorch's CPU kernels and customops' ExecuTorch kernels call it (a family with an ExecuTorch kernel)"),
     ("kernels/executorch/{family}.cpp", "ExecuTorch kernels: the op's out variant (<op>.out) on ExecuTorch's "
@@ -50,8 +50,8 @@ FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
      "convolutions' plans); a small family's checks and plans are inline in kernels/{family}.h"),
     ("kernels/meta/{family}.cpp", "Meta kernels: output shapes, dtypes and strides (a pointwise family has none: "
      "the shared ones)"),
-    ("registration/{family}.cpp", "kernels per dispatch key, autograd (the backward and double backward), autocast; "
-     "a pointwise family: one line, CUSTOMOPS_REGISTER_POINTWISE"),
+    ("registration/{family}.cpp", "kernels per dispatch key, autograd (the backward and double backward), autocast "
+     "(a pointwise family has none: CMake writes its CUSTOMOPS_REGISTER_POINTWISE line)"),
     ("ops/include/customops/{family}.h", "C++ API: each op an inline function that calls it through the "
      "dispatcher, by a typed handle (customops::detail) that the autograd kernels share"),
     ("python/customops/functional/{family}.py", "the Python functions: each one's docstring is its API page, its "
@@ -117,9 +117,10 @@ def find_root(start: Optional[Path] = None) -> Path:
 
 
 def pointwise_inputs(root: Path, op: str) -> Optional[Tuple[str, ...]]:
-    """The inputs of `op` if it is a pointwise op (CUSTOMOPS_REGISTER_POINTWISE), else None."""
-    registration = root / "registration" / f"{op}.cpp"
-    if not registration.is_file() or "CUSTOMOPS_REGISTER_POINTWISE(" not in registration.read_text():
+    """The inputs of `op` if it is a pointwise op (kernels/<op>.h over kernels/common/pointwise.h, as
+    cmake/CustomopsPointwise.cmake finds them), else None."""
+    maths = root / "kernels" / f"{op}.h"
+    if not maths.is_file() or '#include "kernels/common/pointwise.h"' not in maths.read_text():
         return None
     formulas = ast.parse((root / f"python/customops/pointwise/{op}.py").read_text())
     found = [ast.literal_eval(n.value) for n in formulas.body if isinstance(n, ast.Assign)
@@ -290,7 +291,7 @@ def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name.endswith("_backward"):
         raise SystemExit(f"NAME must be a lower-case identifier not ending in _backward, got {name!r}")
     schemas = (root / "registration/schemas.cpp").read_text()
-    if re.search(r'm\.def\("' + re.escape(name) + r'\(', schemas) or (root / f"registration/{name}.cpp").exists():
+    if re.search(r'm\.def\("' + re.escape(name) + r'\(', schemas) or any((root / f).exists() for f in (f"registration/{name}.cpp", f"kernels/{name}.h")):
         raise SystemExit(f"'{name}' exists already")
     if like is None and inputs is None:
         raise SystemExit("give --like OP (the operator to start from) or --inputs X,... (a pointwise op's tensors)")

@@ -69,24 +69,8 @@ struct {cls} {{
 }} // namespace customops
 """
 
-    for backend, suffix, include, instance in (
-            ("cpu", "cpp", "kernels/cpu/common/pointwise.h", "customops::cpu::CPU_CAPABILITY::Pointwise"),
-            ("cuda", "cu", "kernels/cuda/common/pointwise.cuh", "customops::cuda::Pointwise")):
-        out[f"kernels/{backend}/{name}.{suffix}"] = f"""\
-#include "kernels/{name}.h"
-
-#include "{include}"
-
-template struct {instance}<customops::{cls}>;
-"""
-
-    out[f"registration/{name}.cpp"] = f"""\
-// The {name} family under every dispatch key: its kernels, autograd and autocast policy.
-#include "kernels/{name}.h"
-#include "registration/pointwise.h"
-
-CUSTOMOPS_REGISTER_POINTWISE(customops::{cls})
-"""
+    # Its CPU and CUDA kernels and its registration are written by CMake from this header
+    # (cmake/CustomopsPointwise.cmake).
 
     grads = ", ".join(f"grad_out * d/d{x}" for x in xs)
     one_shape = " of one shape, dtype and device" if n > 1 else ""
