@@ -55,7 +55,6 @@ def test_every_op_has_what_the_generic_tests_need(op):
             assert callable(value), f"{op.name}: OpInfo.{name} is not callable"
 
 
-
 ROOT = Path(__file__).resolve().parents[2]
 # Where an op's files are (customops.dev.new_op.FAMILY_PLACES and the shared files), and what they may hold.
 SOURCE_DIRS = ("kernels", "registration", "ops", "python/customops", "tests", "docs", "examples")

@@ -291,7 +291,8 @@ def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str
     if not re.fullmatch(r"[a-z][a-z0-9_]*", name) or name.endswith("_backward"):
         raise SystemExit(f"NAME must be a lower-case identifier not ending in _backward, got {name!r}")
     schemas = (root / "registration/schemas.cpp").read_text()
-    if re.search(r'm\.def\("' + re.escape(name) + r'\(', schemas) or any((root / f).exists() for f in (f"registration/{name}.cpp", f"kernels/{name}.h")):
+    own = (f"registration/{name}.cpp", f"kernels/{name}.h")
+    if re.search(r'm\.def\("' + re.escape(name) + r'\(', schemas) or any((root / f).exists() for f in own):
         raise SystemExit(f"'{name}' exists already")
     if like is None and inputs is None:
         raise SystemExit("give --like OP (the operator to start from) or --inputs X,... (a pointwise op's tensors)")

@@ -29,8 +29,9 @@ def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, refere
                      ranges: Optional[dict] = None,
                      extra_samples: Optional[Callable[[str, torch.dtype, bool], Iterable[SampleInput]]] = None,
                      **kwargs) -> OpInfo:
-    """`reference(*inputs)`: the op in PyTorch's functions; `ranges`: input name -> (low, high) of its sample values (default -8, 8); `extra_samples(device, dtype,
-    requires_grad)`: the op's own samples; `kwargs`: any other OpInfo field."""
+    """`reference(*inputs)`: the op in PyTorch's functions; `ranges`: input name -> (low, high) of its sample
+    values (default -8, 8); `extra_samples(device, dtype, requires_grad)`: the op's own samples; `kwargs`: any other
+    OpInfo field."""
     name, inputs = formulas.__name__.rpartition(".")[2], formulas.INPUTS
     n, ranges = len(inputs), ranges or {}
 
