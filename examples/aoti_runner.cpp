@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "runner_args.h"
+
 namespace {
 
 struct Options {
@@ -40,23 +42,8 @@ constexpr const char* kUsage =
     "usage: customops_aoti PACKAGE.pt2 --inputs INPUTS.pt [--device cpu|cuda] [--repeats N] [--output OUT.pt]";
 
 Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
-      return argv[++i];
-    };
-    if (a == "--device") o.device = value();
-    else if (a == "--inputs") o.inputs = value();
-    else if (a == "--repeats") o.repeats = std::stoi(value());
-    else if (a == "--output") o.output = value();
-    else if (o.package.empty()) o.package = a;
-    else throw std::runtime_error("unexpected argument " + a);
-  }
-  if (o.package.empty() || o.inputs.empty()) throw std::runtime_error(kUsage);
-  if (o.repeats < 1) throw std::runtime_error("--repeats must be at least 1");
-  return o;
+  const runner_args::Args a(argc, argv, {"--inputs", "--device", "--repeats", "--output"}, {"--inputs"}, kUsage);
+  return {a.file(), a.get("--inputs"), a.get("--device", "cpu"), a.get("--output"), a.count("--repeats", 20)};
 }
 
 std::vector<char> read_file(const std::string& path) {

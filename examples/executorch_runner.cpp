@@ -30,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "runner_args.h"
+
 namespace {
 
 using executorch::aten::ScalarType;
@@ -46,22 +48,8 @@ struct Options {
 };
 
 Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
-      return argv[++i];
-    };
-    if (a == "--inputs") o.inputs = value();
-    else if (a == "--output") o.output = value();
-    else if (a == "--repeats") o.repeats = std::stoi(value());
-    else if (o.program.empty()) o.program = a;
-    else throw std::runtime_error("unexpected argument " + a);
-  }
-  if (o.program.empty() || o.inputs.empty()) throw std::runtime_error(kUsage);
-  if (o.repeats < 1) throw std::runtime_error("--repeats must be at least 1");
-  return o;
+  const runner_args::Args a(argc, argv, {"--inputs", "--output", "--repeats"}, {"--inputs"}, kUsage);
+  return {a.file(), a.get("--inputs"), a.get("--output"), a.count("--repeats", 20)};
 }
 
 void check(Error e, const std::string& what) {

@@ -29,6 +29,8 @@
 
 #include <torch/cuda.h>
 
+#include "runner_args.h"
+
 namespace {
 
 struct Options {
@@ -39,28 +41,12 @@ struct Options {
   int threads = 1;
 };
 
+constexpr const char* kUsage =
+    "usage: customops_torchscript MODEL.pt [--device cpu|cuda] [--repeats N] [--threads T] [--output OUT.pt]";
+
 Options parse(int argc, char** argv) {
-  Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
-      return argv[++i];
-    };
-    if (a == "--device") o.device = value();
-    else if (a == "--repeats") o.repeats = std::stoi(value());
-    else if (a == "--output") o.output = value();
-    else if (a == "--threads") o.threads = std::stoi(value());
-    else if (o.model.empty()) o.model = a;
-    else throw std::runtime_error("unexpected argument " + a);
-  }
-  if (o.model.empty()) {
-    throw std::runtime_error(
-        "usage: customops_torchscript MODEL.pt [--device cpu|cuda] [--repeats N] [--threads T] [--output OUT.pt]");
-  }
-  if (o.repeats < 1) throw std::runtime_error("--repeats must be at least 1");
-  if (o.threads < 1) throw std::runtime_error("--threads must be at least 1");
-  return o;
+  const runner_args::Args a(argc, argv, {"--device", "--repeats", "--output", "--threads"}, {}, kUsage);
+  return {a.file(), a.get("--device", "cpu"), a.get("--output"), a.count("--repeats", 20), a.count("--threads", 1)};
 }
 
 void sync(const torch::Device& device) {
