@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from customops.dev import new_op
 
@@ -100,8 +101,8 @@ def test_a_pointwise_op_is_written_for_its_inputs(args, inputs):
     assert f"reference={NAME}_reference" in opinfo and f"module=customops.ScaffoldProbe" in opinfo
     bench = text[f"python/customops/benchmark/ops/{NAME}.py"]
     assert f"def {NAME}_reference({', '.join(f'{x}: torch.Tensor' for x in inputs)})" in bench
-    assert f"bytes={n + 1} * size" in bench and f"bytes={3 * n + 2} * size" in bench
-    assert f"grad_of(customops.{NAME}, {', '.join(repr(x).replace(chr(39), chr(34)) for x in inputs)})" in bench
+    quoted = ", ".join(f'"{x}"' for x in inputs) + ("," if n == 1 else "")
+    assert f'_pointwise.cases("{NAME}", customops.{NAME}, {NAME}_reference, ({quoted}), device' in bench
     for path, source in text.items():
         if path.endswith(".py"):
             compile(source, path, "exec")
@@ -206,3 +207,20 @@ def test_the_guide_names_every_place_the_scaffold_writes():
     for command in ("python -m customops.dev.new_op", "--inputs", "--like silu_mul", "--executorch",
                     "python -m pytest tests/python --op"):
         assert command in guide, command
+
+
+@pytest.mark.parametrize("inputs", [("x",), ("a", "b")])
+def test_pointwise_benchmark_cases_count_each_tensor_once(inputs):
+    from customops.benchmark.ops import _pointwise
+
+    def op(*xs):
+        return sum(xs)
+
+    forward, both = _pointwise.cases("probe", op, op, inputs, torch.device("cpu"), (4, 8), (torch.float32,), "4x8")
+    n, size = len(inputs), 4 * 8 * 4
+    assert forward.bytes == (n + 1) * size  # the inputs read, the output written
+    assert both.bytes == (3 * n + 2) * size  # forward; backward: g and the inputs read, their gradients written
+    state = both.setup()
+    assert set(state) == {*inputs, "g"} and all(state[x].shape == (4, 8) for x in inputs)
+    grads = both.ours(state)
+    assert len(grads) == n and all(torch.equal(g, state["g"]) for g in grads)

@@ -190,9 +190,7 @@ OPS = [pointwise_opinfo(formulas, op=customops.{name}, module=customops.{cls},
                         onnx_nodes=[("TODO({name}): the ONNX nodes on the path to the output", {{}})])]
 '''
 
-    setup_inputs = ", ".join(xs)
-    grad_names = ", ".join(f'"{x}"' for x in xs)
-    detached = ", ".join(f's["{x}"].detach()' for x in xs)
+    quoted = ", ".join(f'"{x}"' for x in xs)
     out[f"python/customops/benchmark/ops/{name}.py"] = f'''\
 """{name} against the plain-PyTorch calls it replaces, eager and compiled."""
 
@@ -204,7 +202,8 @@ import torch
 
 import customops
 
-from ..table import BenchOp, Case, Demo, grad_of
+from ..table import BenchOp, Case, Demo
+from . import _pointwise
 
 
 def {name}_reference({py_typed.replace("Tensor", "torch.Tensor")}) -> torch.Tensor:
@@ -214,32 +213,10 @@ def {name}_reference({py_typed.replace("Tensor", "torch.Tensor")}) -> torch.Tens
     raise NotImplementedError("TODO({name})")
 
 
-_compiled_{name}_reference = torch.compile({name}_reference, dynamic=False)
-
-
 def _{name}_cases(device: torch.device, quick: bool) -> Iterator[Case]:
-    if device.type == "cuda":
-        n, dtypes = (4 if quick else 64) * 2**20, (torch.float32, torch.float16, torch.bfloat16)
-    else:
-        n, dtypes = (1 if quick else 4) * 2**20, (torch.float32,)
-    for dtype in dtypes:
-        size = n * torch.empty((), dtype=dtype).element_size()
-
-        def setup(dtype=dtype):
-            {setup_inputs}{comma} = (torch.randn(n, device=device, dtype=dtype, requires_grad=True) for _ in range({n}))
-            return {{{", ".join(f'"{x}": {x}' for x in xs)}, "g": torch.randn_like({first})}}
-
-        label = f"n={{n // 2**20}}M"
-        yield Case("{name}", f"forward {{label}}", dtype, setup,
-                   ours=lambda s: customops.{name}({detached}),
-                   pytorch={{"eager": lambda s: {name}_reference({detached}),
-                            "compile": lambda s: _compiled_{name}_reference({detached})}},
-                   bytes={n + 1} * size)  # read {", ".join(xs)}, write y
-        yield Case("{name}", f"fwd+bwd {{label}}", dtype, setup,
-                   ours=grad_of(customops.{name}, {grad_names}),
-                   pytorch={{"eager": grad_of({name}_reference, {grad_names}),
-                            "compile": grad_of(_compiled_{name}_reference, {grad_names})}},
-                   bytes={3 * n + 2} * size)  # forward: the inputs, y; backward: g, the inputs, their gradients
+    shape, dtypes, label = _pointwise.default_shape(device, quick)
+    return _pointwise.cases("{name}", customops.{name}, {name}_reference, ({quoted}{comma}), device, shape, dtypes,
+                            label)
 
 
 def _{name}_demo(device: torch.device) -> Demo:

@@ -8,7 +8,8 @@ import torch
 
 import customops
 
-from ..table import BenchOp, Case, Demo, grad_of
+from ..table import BenchOp, Case, Demo
+from . import _pointwise
 
 
 def gelu_tanh_mul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -16,32 +17,10 @@ def gelu_tanh_mul_reference(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.gelu(a, approximate="tanh") * b
 
 
-_compiled_gelu_tanh_mul_reference = torch.compile(gelu_tanh_mul_reference, dynamic=False)
-
-
 def _gelu_tanh_mul_cases(device: torch.device, quick: bool) -> Iterator[Case]:
-    if device.type == "cuda":
-        n, dtypes = (4 if quick else 64) * 2**20, (torch.float32, torch.float16, torch.bfloat16)
-    else:
-        n, dtypes = (1 if quick else 4) * 2**20, (torch.float32,)
-    for dtype in dtypes:
-        size = n * torch.empty((), dtype=dtype).element_size()
-
-        def setup(dtype=dtype):
-            a, b = (torch.randn(n, device=device, dtype=dtype, requires_grad=True) for _ in range(2))
-            return {"a": a, "b": b, "g": torch.randn_like(a)}
-
-        label = f"n={n // 2**20}M"
-        yield Case("gelu_tanh_mul", f"forward {label}", dtype, setup,
-                   ours=lambda s: customops.gelu_tanh_mul(s["a"].detach(), s["b"].detach()),
-                   pytorch={"eager": lambda s: gelu_tanh_mul_reference(s["a"].detach(), s["b"].detach()),
-                            "compile": lambda s: _compiled_gelu_tanh_mul_reference(s["a"].detach(), s["b"].detach())},
-                   bytes=3 * size)  # read a, b, write y
-        yield Case("gelu_tanh_mul", f"fwd+bwd {label}", dtype, setup,
-                   ours=grad_of(customops.gelu_tanh_mul, "a", "b"),
-                   pytorch={"eager": grad_of(gelu_tanh_mul_reference, "a", "b"),
-                            "compile": grad_of(_compiled_gelu_tanh_mul_reference, "a", "b")},
-                   bytes=8 * size)  # forward: the inputs, y; backward: g, the inputs, their gradients
+    shape, dtypes, label = _pointwise.default_shape(device, quick)
+    return _pointwise.cases("gelu_tanh_mul", customops.gelu_tanh_mul, gelu_tanh_mul_reference, ("a", "b"), device,
+                            shape, dtypes, label)
 
 
 def _gelu_tanh_mul_demo(device: torch.device) -> Demo:
