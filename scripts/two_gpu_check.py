@@ -9,7 +9,9 @@ processes (gloo). Run with torchrun:
 2. FSDP2 (fully_shard): the same network, parameters sharded, ends with the same parameters too.
 3. Tensor parallelism: a depthwise block with channel-sharded input, weight and bias (DTensor) computes its
    output sharded on channels, with no communication, equal to the unsharded block's.
-Prints one line per check and exits non-zero on any failure. NCCL's environment is left as it is.
+Each again under torch.compile (DDP's and FSDP2's wrapped model compiled, as their users compile them; the block's
+call compiled on DTensors). Prints one line per check and exits non-zero on any failure. NCCL's environment is left
+as it is.
 """
 
 from __future__ import annotations
@@ -68,6 +70,14 @@ def full_params(model) -> dict[str, torch.Tensor]:
     return out
 
 
+def graphs_compiled() -> int:
+    """FX graphs torch.compile has made in this process: a compiled check that made none ran eagerly, every frame
+    skipped, and would pass without testing the compiled path."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
+
+
 def compare(name: str, got: dict, want: dict, failures: list) -> None:
     worst = max((got[k] - want[k]).abs().max().item() / max(want[k].abs().max().item(), 1e-12) for k in want)
     ok = worst < 1e-4 and got.keys() == want.keys()
@@ -102,23 +112,34 @@ def main() -> int:
         failures.append("the reference training did not move the parameters")
     mine = slice(rank * BATCH // world, (rank + 1) * BATCH // world)
 
-    from torch.nn.parallel import DistributedDataParallel
-
-    ddp = DistributedDataParallel(copy.deepcopy(pristine), device_ids=[device.index] if device.type == "cuda" else None)
-    compare("DDP against one process on the whole batch", full_params(train(ddp, x[mine], points[mine], target[mine])),
-            reference, failures)
-
     from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel
 
     # An explicit mesh: fully_shard's default one takes the machine's accelerator, so the gloo rehearsal on a
     # one-GPU host would put rank 1 on a cuda:1 that does not exist.
     mesh = dist.device_mesh.init_device_mesh(device.type, (world,))
-    fsdp = copy.deepcopy(pristine)
-    for module in (fsdp.conv, fsdp.dw, fsdp.mix, fsdp.head):
-        fully_shard(module, mesh=mesh)
-    fully_shard(fsdp, mesh=mesh)
-    compare("FSDP2 against one process on the whole batch",
-            full_params(train(fsdp, x[mine], points[mine], target[mine])), reference, failures)
+
+    def ddp():
+        return DistributedDataParallel(copy.deepcopy(pristine),
+                                       device_ids=[device.index] if device.type == "cuda" else None)
+
+    def fsdp():
+        model = copy.deepcopy(pristine)
+        for module in (model.conv, model.dw, model.mix, model.head):
+            fully_shard(module, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        return model
+
+    for name, make in (("DDP", ddp), ("FSDP2", fsdp)):
+        for compiled in (False, True):
+            model = make()  # the parameters are the wrapped model's, whether compiled or not
+            run = torch.compile(model) if compiled else model
+            label = f"{name}{' + torch.compile' if compiled else ''} against one process on the whole batch"
+            graphs = graphs_compiled()
+            train(run, x[mine], points[mine], target[mine])
+            compare(label, full_params(model), reference, failures)
+            if compiled and graphs_compiled() == graphs:
+                failures.append(f"{label}: no graph compiled")
 
     from torch.distributed.tensor import Shard, distribute_tensor
     from torch.distributed.tensor.debug import CommDebugMode
@@ -128,14 +149,27 @@ def main() -> int:
     dx = distribute_tensor(xs, mesh, [Shard(1)])
     dw, db = distribute_tensor(block.weight.detach(), mesh, [Shard(0)]), distribute_tensor(block.bias.detach(), mesh,
                                                                                            [Shard(0)])
-    with CommDebugMode() as comm:
-        out = customops.depthwise_conv2d(dx, dw, db, 1, 1)
-    ok = list(out.placements) == [Shard(1)] and comm.get_total_counts() == 0
-    ok = ok and torch.allclose(out.full_tensor(), block(xs).detach(), rtol=1e-5, atol=1e-5)
-    print(f"rank {rank}: tensor parallel depthwise block: output {out.placements}, "
-          f"{comm.get_total_counts()} collectives, {'ok' if ok else 'FAIL'}", flush=True)
-    if not ok:
-        failures.append("tensor parallel")
+
+    def sharded_block(dx, dw, db):
+        return customops.depthwise_conv2d(dx, dw, db, 1, 1)
+
+    for compiled in (False, True):
+        graphs = graphs_compiled()
+        if compiled:
+            # Outside CommDebugMode: Dynamo runs a frame eagerly under an active dispatch mode. The graph's placements
+            # come from the same sharding rule the eager call counted no collective for.
+            out, collectives = torch.compile(sharded_block)(dx, dw, db), "compiled"
+            ok = graphs_compiled() > graphs
+        else:
+            with CommDebugMode() as comm:
+                out = sharded_block(dx, dw, db)
+            collectives, ok = f"{comm.get_total_counts()} collectives", comm.get_total_counts() == 0
+        ok = ok and list(out.placements) == [Shard(1)]
+        ok = ok and torch.allclose(out.full_tensor(), block(xs).detach(), rtol=1e-5, atol=1e-5)
+        label = f"tensor parallel depthwise block{' + torch.compile' if compiled else ''}"
+        print(f"rank {rank}: {label}: output {out.placements}, {collectives}, {'ok' if ok else 'FAIL'}", flush=True)
+        if not ok:
+            failures.append(label)
 
     dist.barrier()  # both ranks done with every collective before the group goes (gloo aborted otherwise)
     dist.destroy_process_group()

@@ -63,8 +63,8 @@ def test_ops_on_dtensors_in_two_processes():
 
 
 def test_data_and_tensor_parallel_rehearsal_on_cpu():
-    """scripts/two_gpu_check.py (DDP, FSDP2 and a channel-sharded depthwise block, against one process) in its
-    gloo mode: the GPU machine runs the same script on two GPUs."""
+    """scripts/two_gpu_check.py (DDP, FSDP2 and a channel-sharded depthwise block, against one process, each eager
+    and under torch.compile) in its gloo mode: the GPU machine runs the same script on two GPUs."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     torchrun = shutil.which("torchrun", path=os.path.dirname(sys.executable)) or shutil.which("torchrun")
     assert torchrun is not None, "torchrun not found beside the interpreter"
@@ -72,6 +72,7 @@ def test_data_and_tensor_parallel_rehearsal_on_cpu():
         [os.path.join(root, "python"), os.environ.get("PYTHONPATH", "")]))
     run = subprocess.run([torchrun, "--nproc-per-node", str(WORLD), "--master-addr", "127.0.0.1",
                           "--master-port", str(_free_port()), os.path.join(root, "scripts", "two_gpu_check.py"),
-                          "--device", "cpu"], capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
+                          "--device", "cpu"], capture_output=True, text=True, timeout=3 * TIMEOUT_S, env=env)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert run.stdout.count("two_gpu_check passed") == WORLD, run.stdout
+    assert run.stdout.count("+ torch.compile") == 3 * WORLD, run.stdout  # the compiled checks ran
