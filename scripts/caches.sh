@@ -9,8 +9,8 @@
 # recently used entries go first) choose where and how much.
 #
 # Download cache: a folder of wheels, CUSTOMOPS_WHEELS (default ~/.cache/customops/wheels; empty: none). The
-# scripts have pip put a requirement's wheels there (`pip wheel`, which downloads only those not there yet) and
-# install from it, so that torch's wheels (about 4 GB each) are downloaded once per machine. pip's own cache
+# scripts install from it, offline where it holds every wheel needed, else after `pip wheel` put the missing ones
+# there, so that torch's wheels (about 4 GB each) are downloaded once per machine. pip's own cache
 # keeps only what the index allows it to cache, which not every mirror does; env.sh goes without the folder where
 # the disk has no room for it.
 # (~ rather than $HOME: bash finds the home folder itself where HOME is not set.)
@@ -26,8 +26,13 @@ pip_install() {
     return
   fi
   mkdir -p "$CUSTOMOPS_WHEELS"
-  "$python" -m pip wheel -q --no-cache-dir -w "$CUSTOMOPS_WHEELS" "$@"
-  "$python" -m pip install -q --no-cache-dir --no-index --find-links "$CUSTOMOPS_WHEELS" "$@"
+  # From the folder alone first: where it holds a wheel for every requirement (the pins, and what they resolved to
+  # when first downloaded), the index is not asked at all, and a warm machine's set-up does not fail when the index
+  # drops a connection (pip wheel asks it about every pin, present or not). Else pip wheel fetches what is missing.
+  if ! "$python" -m pip install -q --no-cache-dir --no-index --find-links "$CUSTOMOPS_WHEELS" "$@" 2>/dev/null; then
+    "$python" -m pip wheel -q --no-cache-dir -w "$CUSTOMOPS_WHEELS" "$@"
+    "$python" -m pip install -q --no-cache-dir --no-index --find-links "$CUSTOMOPS_WHEELS" "$@"
+  fi
   # Bounded by use: wheels that no install has read for a month go.
   find "$CUSTOMOPS_WHEELS" -name '*.whl' -atime +30 -delete
 }
