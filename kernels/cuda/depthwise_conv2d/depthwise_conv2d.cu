@@ -777,35 +777,30 @@ conv::Grads backward(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& we
       scalar_t* out = folded.data_ptr<scalar_t>();
       const int64_t n = folded.numel();
       bool done = false;
+      // The folding variant where its grid is resident at once, else the plain one; `work` blocks, each kernel's own
+      // arguments (`args`), then the folded output (nullptr for the plain one).
+      const auto launch = [&](auto folding, auto plain, int64_t work, size_t smem, auto... args) {
+        done = launch_folding(folding, work, n, smem, stream, x, g, parts, fwd, p.s.N, per_chunk, work, args..., out);
+        if (!done) {
+          plain<<<grid_for(work), kThreads, smem, stream>>>(x, g, parts, fwd, p.s.N, per_chunk, work, args...,
+                                                            static_cast<scalar_t*>(nullptr));
+        }
+      };
       if (blocks == 0) {
         // an empty batch: the partial sums are empty and sum to zero
+      } else if (small && fwd.kh == 3) {
+        launch(small_weight_grad_kernel<scalar_t, 3, true>, small_weight_grad_kernel<scalar_t, 3, false>, blocks, 0,
+               tw);
       } else if (small) {
-        const auto launch = [&](auto folding, auto plain) {
-          done = launch_folding(folding, blocks, n, 0, stream, x, g, parts, fwd, p.s.N, per_chunk, blocks, tw, out);
-          if (!done) plain<<<grid_for(blocks), kThreads, 0, stream>>>(x, g, parts, fwd, p.s.N, per_chunk, blocks,
-                                                                      tw, nullptr);
-        };
-        if (fwd.kh == 3) {
-          launch(small_weight_grad_kernel<scalar_t, 3, true>, small_weight_grad_kernel<scalar_t, 3, false>);
-        } else {
-          launch(small_weight_grad_kernel<scalar_t, 5, true>, small_weight_grad_kernel<scalar_t, 5, false>);
-        }
+        launch(small_weight_grad_kernel<scalar_t, 5, true>, small_weight_grad_kernel<scalar_t, 5, false>, blocks, 0,
+               tw);
       } else if (tiled_fits(tiled_weight_grad_kernel<scalar_t, true>, ts.smem, fits) &&
                  tiled_fits(tiled_weight_grad_kernel<scalar_t, false>, ts.smem, fits)) {
-        done = launch_folding(tiled_weight_grad_kernel<scalar_t, true>, blocks, n, ts.smem, stream, x, g, parts, fwd,
-                              p.s.N, per_chunk, blocks, tiles_x, tiles, ts, out);
-        if (!done) {
-          tiled_weight_grad_kernel<scalar_t, false><<<grid_for(blocks), kThreads, ts.smem, stream>>>(
-              x, g, parts, fwd, p.s.N, per_chunk, blocks, tiles_x, tiles, ts, nullptr);
-        }
+        launch(tiled_weight_grad_kernel<scalar_t, true>, tiled_weight_grad_kernel<scalar_t, false>, blocks, ts.smem,
+               tiles_x, tiles, ts);
       } else {
-        const int64_t all = blocks * fwd.kh * fwd.kw;
-        done = launch_folding(direct_weight_grad_kernel<scalar_t, true>, all, n, 0, stream, x, g, parts, fwd, p.s.N,
-                              per_chunk, all, out);
-        if (!done) {
-          direct_weight_grad_kernel<scalar_t, false><<<grid_for(all), kThreads, 0, stream>>>(
-              x, g, parts, fwd, p.s.N, per_chunk, all, nullptr);
-        }
+        launch(direct_weight_grad_kernel<scalar_t, true>, direct_weight_grad_kernel<scalar_t, false>,
+               blocks * fwd.kh * fwd.kw, 0);
       }
       C10_CUDA_KERNEL_LAUNCH_CHECK();
       grad_weight = done ? folded : sum_parts(partial, p.x.scalar_type(), weight.sizes(), folded);
