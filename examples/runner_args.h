@@ -5,6 +5,7 @@
 
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <string>
 
@@ -15,15 +16,13 @@ class Args {
   // `options`: the --names taken, each with a value; `required`: those that must be given; `usage`: the error
   // message when the file or a required option is missing.
   Args(int argc, char** argv, std::initializer_list<const char*> options, std::initializer_list<const char*> required,
-       const char* usage) {
-    for (const char* name : options) values_.emplace(name, "");
+       const char* usage)
+      : options_(options.begin(), options.end()) {
     for (int i = 1; i < argc; ++i) {
       const std::string a = argv[i];
-      const auto option = values_.find(a);
-      if (option != values_.end()) {
+      if (options_.count(a)) {
         if (i + 1 >= argc) throw std::runtime_error("missing value after " + a);
-        option->second = argv[++i];
-        given_[a] = true;
+        values_[a] = argv[++i];
       } else if (file_.empty() && a.rfind("--", 0) != 0) {
         file_ = a;
       } else {
@@ -31,7 +30,7 @@ class Args {
       }
     }
     bool complete = !file_.empty();
-    for (const char* name : required) complete = complete && given_.count(name);
+    for (const char* name : required) complete = complete && values_.count(name);
     if (!complete) throw std::runtime_error(usage);
   }
 
@@ -39,13 +38,15 @@ class Args {
 
   // The option's value, or `fallback` where it was not given.
   std::string get(const std::string& name, const std::string& fallback = "") const {
-    return given_.count(name) ? values_.at(name) : fallback;
+    const auto value = values_.find(name);
+    return value == values_.end() ? fallback : value->second;
   }
 
   // A count of at least 1 (repeats, threads), or `fallback` where it was not given.
   int count(const std::string& name, int fallback) const {
-    if (!given_.count(name)) return fallback;
-    const std::string& text = values_.at(name);
+    const auto value = values_.find(name);
+    if (value == values_.end()) return fallback;
+    const std::string& text = value->second;
     size_t used = 0;
     int n = 0;
     try {
@@ -58,9 +59,9 @@ class Args {
   }
 
  private:
+  std::set<std::string> options_;
+  std::map<std::string, std::string> values_;  // the options given
   std::string file_;
-  std::map<std::string, std::string> values_;
-  std::map<std::string, bool> given_;
 };
 
 } // namespace runner_args
