@@ -25,7 +25,6 @@ namespace customops {
 
 namespace causal_conv1d_impl {
 
-
 using Grads = std::tuple<at::Tensor, at::Tensor, at::Tensor>;
 
 // Dtypes: x, weight, bias and grad_out share one floating dtype, computed in

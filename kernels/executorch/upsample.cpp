@@ -17,8 +17,8 @@ Tensor& upsample_bilinear2d_out(KernelRuntimeContext& ctx, const Tensor& input,
                                 ::executorch::aten::ArrayRef<int64_t> output_size,
                                 ::executorch::aten::string_view coordinate_mode, Tensor& out) {
   upsample::Mode mode;
-  CUSTOMOPS_ET_CHECK(ctx, upsample::mode_from(std::string_view(coordinate_mode.data(), coordinate_mode.size()), &mode), out,
-                     "upsample_bilinear2d",
+  const std::string_view mode_name(coordinate_mode.data(), coordinate_mode.size());
+  CUSTOMOPS_ET_CHECK(ctx, upsample::mode_from(mode_name, &mode), out, "upsample_bilinear2d",
                      "unknown coordinate_mode; expected one of half_pixel, align_corners, asymmetric");
   CUSTOMOPS_ET_CHECK(ctx, floating(input) && input.dim() == 4, out, "upsample_bilinear2d",
                      "expected a floating 4-D (N, C, H, W) input, got %zu dimensions", size_t(input.dim()));
