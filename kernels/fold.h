@@ -31,14 +31,6 @@ inline c10::SymIntArrayRef sizes_of(const at::Tensor& t, const c10::SymInt&) {
   return t.sym_sizes();
 }
 
-// (n - 1) * s + (k - 1) * d + 1 in *r: the extent that n windows of k taps, d apart, s apart from each other,
-// read along an axis; false where it overflows int64 (huge stride or dilation), where it cannot be staged.
-inline bool reach(int64_t n, int64_t k, int64_t d, int64_t s, int64_t* r) {
-  int64_t a = 0, b = 0;
-  return !c10::mul_overflows(n - 1, s, &a) && !c10::mul_overflows(k - 1, d, &b) && !c10::add_overflows(a, b, r) &&
-         !c10::add_overflows(*r, int64_t{1}, r);
-}
-
 Window window(const char* op, at::IntArrayRef kernel_size, at::IntArrayRef dilation, at::IntArrayRef padding,
               at::IntArrayRef stride);
 

@@ -17,6 +17,14 @@ inline int64_t window_count(int64_t size, int64_t k, int64_t d, int64_t p, int64
   return (size + 2 * p - d * (k - 1) - 1) / s + 1;
 }
 
+// (n - 1) * s + (k - 1) * d + 1 in *r: the extent that n windows of k taps, d apart, s apart from each other,
+// read along an axis; false where it overflows int64 (huge stride or dilation), where it cannot be staged.
+inline bool reach(int64_t n, int64_t k, int64_t d, int64_t s, int64_t* r) {
+  int64_t a = 0, b = 0;
+  return !__builtin_mul_overflow(n - 1, s, &a) && !__builtin_mul_overflow(k - 1, d, &b) &&
+         !__builtin_add_overflow(a, b, r) && !__builtin_add_overflow(*r, int64_t{1}, r);
+}
+
 // Internal linkage: the CPU kernels compile this once per instruction set (kernels/cpu/), and one shared
 // symbol would let the linker keep any one of those copies for every caller.
 namespace {

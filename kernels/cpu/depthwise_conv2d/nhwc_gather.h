@@ -49,7 +49,7 @@
 #include <vector>
 
 #include "kernels/cpu/common/parallel.h"
-#include "kernels/cpu/common/vec_store.h"
+#include "kernels/core/vec_store.h"
 #include "kernels/cpu/depthwise_conv2d/nhwc_common.h"
 
 namespace customops::cpu::CPU_CAPABILITY {

@@ -1,5 +1,5 @@
-// Stores of opmath vectors (float for the half types) into tensors of the
-// kernel's dtype, compiled into each CPU capability build.
+// Stores of opmath vectors (float for the half types) into tensors of the kernel's dtype, compiled into each
+// CPU capability build of libtorch's kernels and of ExecuTorch's (header-only at::vec).
 #pragma once
 
 #include <ATen/cpu/vec/functional.h>
