@@ -57,6 +57,23 @@ target_include_directories(customops_executorch PRIVATE ${PROJECT_SOURCE_DIR} ${
 target_compile_definitions(customops_executorch PRIVATE ${EXECUTORCH_COMPILE_DEFINITIONS})
 target_compile_options(customops_executorch PRIVATE -Wall -Wextra -Wno-unused-parameter)
 target_link_libraries(customops_executorch PRIVATE ${_customops_executorch_runtime})
+# The kernels whose loops use at::vec (kernels/executorch/isa/), once per instruction set as libtorch's CPU kernels
+# are (CUSTOMOPS_CPU_CAPABILITIES), each in namespace customops::executorch_kernels::<capability>. at::vec is
+# header-only: torch's headers come first, so that ExecuTorch's headers take torch's c10 (the same types as the
+# copy ExecuTorch ships), and nothing of libtorch is linked.
+file(GLOB CUSTOMOPS_EXECUTORCH_ISA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/executorch/isa/*.cpp)
+foreach(cap IN LISTS CUSTOMOPS_CPU_CAPABILITIES)
+  set(_obj customops_executorch_${cap})
+  add_library(${_obj} OBJECT ${CUSTOMOPS_EXECUTORCH_ISA_SOURCES})
+  set_target_properties(${_obj} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_include_directories(${_obj} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_include_directories(${_obj} SYSTEM PRIVATE ${TORCH_INCLUDE_DIRS} ${EXECUTORCH_INCLUDE_DIRS})
+  target_compile_definitions(${_obj} PRIVATE ${EXECUTORCH_COMPILE_DEFINITIONS} CPU_CAPABILITY=${cap}
+                                             CPU_CAPABILITY_${cap})
+  target_compile_options(${_obj} PRIVATE ${CUSTOMOPS_CPU_FLAGS_${cap}} -Wall -Wextra -Wno-unused-parameter)
+  target_sources(customops_executorch PRIVATE $<TARGET_OBJECTS:${_obj}>)
+  target_compile_definitions(customops_executorch PRIVATE CUSTOMOPS_ET_HAVE_${cap})
+endforeach()
 # The kernels register from static initialisers: an app names no symbol of the library.
 target_link_options(customops_executorch INTERFACE "LINKER:--no-as-needed")
 # Found beside the executorch package it was built against: in a wheel a sibling package, else by absolute path.

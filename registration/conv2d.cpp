@@ -10,6 +10,7 @@
 #include "kernels/conv2d.h"
 #include "registration/autocast.h"
 #include "registration/conv_grads.h"
+#include "registration/out_variant.h"
 
 namespace customops {
 namespace {
@@ -216,8 +217,17 @@ void register_autocast(torch::Library& m) {
   autocast::keep_input_dtype(m, {"conv2d_backward", "depthwise_conv2d_backward"});
 }
 
+at::Tensor& depthwise_out(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& b,
+                          at::IntArrayRef s, at::IntArrayRef p, at::IntArrayRef d, at::Tensor& out) {
+  return out_variant::into("depthwise_conv2d.out", detail::depthwise_conv2d_op().call(x, w, b, s, p, d), out);
+}
+
 } // namespace
 } // namespace customops
+
+TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
+  m.impl("depthwise_conv2d.out", TORCH_FN(customops::depthwise_out));
+}
 
 TORCH_LIBRARY_IMPL(customops, CPU, m) {
   m.impl("conv2d", CUSTOMOPS_CPU_KERNEL(conv2d));

@@ -36,6 +36,8 @@ TORCH_LIBRARY(customops, m) {
         "int[2] dilation, int groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", pt2);
   m.def("depthwise_conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
         "int[2] dilation=1) -> Tensor", pt2);
+  m.def("depthwise_conv2d.out(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, "
+        "int[2] dilation=1, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("depthwise_conv2d_backward(Tensor grad_out, Tensor input, Tensor weight, int[2] stride, int[2] padding, "
         "int[2] dilation, bool[3] output_mask) -> (Tensor, Tensor, Tensor)", pt2);
 

@@ -6,8 +6,8 @@ ExecuTorch's runtime on this machine's CPU. Prints a Markdown table (docs/deploy
 
 The networks: the segmentation model of train_export.py (trained a few steps) with its resizes asymmetric and
 align_corners (its plain twin: nn.Conv2d, QuickGELU written as x * sigmoid(1.702 x), F.interpolate, half_pixel
-where PyTorch has no asymmetric mode), and torchvision's MobileNetV2 (random weights, 10 classes, 96x96) before
-and after customops.convert. ``--out`` keeps each network's .pte, which examples/executorch_runner.cpp runs.
+where PyTorch has no asymmetric mode), torchvision's MobileNetV2 (random weights, 10 classes, 96x96) and a
+ConvNeXt-style stack of 7x7 depthwise blocks, each before and after customops.convert. ``--out`` keeps each network's .pte, which examples/executorch_runner.cpp runs.
 
 Needs ``pip install executorch`` (torch 2.15).
 """
@@ -64,6 +64,24 @@ def _interleaved_ms(methods, args, rounds: int, calls: int):
     return [statistics.median(t) for t in times], ratio
 
 
+class _Block(nn.Module):
+    """ConvNeXt's block without its norm: a 7x7 depthwise convolution, then a pointwise MLP, residual."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        self.dw = nn.Conv2d(channels, channels, 7, padding=3, groups=channels)
+        self.mlp = nn.Sequential(nn.Conv2d(channels, 4 * channels, 1), nn.GELU(), nn.Conv2d(4 * channels, channels, 1))
+
+    def forward(self, x):
+        return x + self.mlp(self.dw(x))
+
+
+def convnext_style() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 64, 4, stride=4), _Block(64), _Block(64), nn.Conv2d(64, 128, 2, stride=2),
+                         _Block(128), _Block(128)).eval()
+
+
 def networks():
     """(name, customops network, plain torch.nn network, example input)."""
     segmenter, (images,) = build(25)
@@ -78,6 +96,9 @@ def networks():
     mobilenet = torchvision.models.mobilenet_v2(num_classes=10).eval()
     yield ("MobileNetV2 (random weights), 1x3x96x96", customops.convert(copy.deepcopy(mobilenet)).eval(), mobilenet,
            (torch.randn(1, 3, 96, 96),))
+    plain = convnext_style()
+    yield ("ConvNeXt-style 7x7 depthwise blocks (random weights), 1x3x112x112", customops.convert(copy.deepcopy(plain)).eval(),
+           plain, (torch.randn(1, 3, 112, 112),))
 
 
 def main() -> None:

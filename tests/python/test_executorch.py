@@ -155,6 +155,46 @@ def test_a_kernel_routed_op_takes_the_kernel_only_where_the_decomposition_is_not
     assert not customops.executorch.uses_kernel("upsample_bilinear2d", x, [9, 11], "asymmetric")  # the default
 
 
+@needs_kernels
+@pytest.mark.parametrize("channels, multiplier, filter_size, layout, kernel", [
+    (16, 1, 7, torch.contiguous_format, True),
+    (6, 1, 9, torch.contiguous_format, True),  # 6 of 8 lanes: the fewest channels the kernel takes
+    (5, 1, 7, torch.contiguous_format, False),
+    (16, 1, 5, torch.contiguous_format, False),  # XNNPACK's one-pass filters stay delegated
+    (16, 2, 7, torch.contiguous_format, False),
+    (16, 1, 7, torch.channels_last, False),
+], ids=["7x7", "6_channels", "5_channels", "5x5", "multiplier", "channels_last"])
+def test_depthwise_takes_the_kernel_by_default_only_for_wide_filters(channels, multiplier, filter_size, layout,
+                                                                     kernel):
+    module = customops.DepthwiseConv2d(channels, channels * multiplier, filter_size, padding=filter_size // 2).eval()
+    x = torch.randn(2, channels, 11, 13).contiguous(memory_format=layout)
+    assert customops.executorch.uses_kernel("depthwise_conv2d", x, module.weight, module.bias, module.stride,
+                                            module.padding, module.dilation) == kernel
+    program = to_edge_transform_and_lower(torch.export.export(module, (x,)),
+                                          partitioner=[XnnpackPartitioner()]).to_executorch()
+    ops = {str(n.target) for n in program.exported_program().graph.nodes if n.op == "call_function"}
+    assert ("customops.depthwise_conv2d.out" in ops) == kernel, ops
+    customops.executorch.load_kernels()
+    (got,) = _run(program, [x])
+    torch.testing.assert_close(got, module(x), rtol=1e-5, atol=1e-5)
+
+
+@needs_kernels
+def test_the_depthwise_benchmark_times_both_programs(monkeypatch, tmp_path):
+    from customops.benchmark import executorch as bench
+
+    monkeypatch.setattr(bench, "DEPTHWISE_SHAPES", ((1, 8, 9, 10, 7, 1), (1, 8, 9, 10, 3, 2)))
+    out = tmp_path / "depthwise.md"
+    assert bench.main(["--depthwise", "--markdown", str(out)]) == 0
+    rows = [line.split(" | ") for line in out.read_text().splitlines() if line.startswith("| 1x8")]
+    assert [(r[1], r[3]) for r in rows] == [("7x7", "kernel"), ("3x3", "decomposition")]
+    assert all(float(r[4]) > 0 and float(r[5]) > 0 for r in rows)
+    # The measurement set the width threshold aside and put it back.
+    from customops.executorch import conv
+
+    assert conv.KERNEL_WHEN["depthwise_conv2d"] is conv.depthwise_uses_kernel
+
+
 def test_set_route_refuses_what_does_not_exist_and_restores_the_default():
     with pytest.raises(ValueError, match="route must be one of"):
         customops.executorch.set_route("col2im", "xnnpack")
@@ -308,5 +348,7 @@ def test_example_script(tmp_path):
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     table = [line for line in out.stdout.splitlines() if line.startswith("| ") and line.count("x") > 1]
-    assert len(table) == 3 and all(float(line.split("|")[5]) > 0 for line in table), out.stdout
-    assert sorted(p.name for p in tmp_path.glob("*.pte")) == ["network0.pte", "network1.pte", "network2.pte"]
+    assert len(table) == 4 and all(float(line.split("|")[5]) > 0 for line in table), out.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.pte")) == [f"network{i}.pte" for i in range(4)]
+    # The ConvNeXt-style network's 7x7 depthwise layers run customops' kernel.
+    assert "customops kernel (depthwise_conv2d.out)" in out.stderr

@@ -1,6 +1,7 @@
 """python -m customops.benchmark.executorch: each op in ExecuTorch's runtime on this machine's CPU, by each route.
 
     python -m customops.benchmark.executorch [--scale 8] [--markdown F.md]
+    python -m customops.benchmark.executorch --depthwise [--markdown F.md]
 
 Per op, its benchmark demo (customops.benchmark.ops: the module and inputs of ``python -m customops.demo``), every
 input repeated `--scale` times along its first dimension, is exported and lowered three ways, each run by
@@ -14,6 +15,10 @@ ExecuTorch's runtime in this process (``executorch.runtime``, the median of repe
 and, for scale, customops' libtorch CPU kernel (``eager``) in the same process. ``route`` is the op's default
 route (customops.executorch.routes()). Ratios are to the decomposed+xnnpack program, the route that needs nothing
 of customops on the device.
+
+``--depthwise``: depthwise_conv2d alone on shapes of the layers networks have (3x3 to 7x7, strided), each lowered
+with XNNPACK by the decomposition and with every call on customops' kernel (whatever the filter's width, which
+the default route weighs: customops.executorch.conv), the two programs taking turns round by round.
 """
 
 from __future__ import annotations
@@ -78,12 +83,64 @@ def rows(scale: int, repeats: int):
         yield entry.name, shape, et_routes.routes()[entry.name], t
 
 
+# (N, C, H, W, filter, stride): the demo's layer with a multiplier of 1, MobileNet's, EfficientNet's and ConvNeXt's.
+DEPTHWISE_SHAPES = ((16, 8, 33, 31, 7, 1), (1, 64, 28, 28, 7, 1), (8, 32, 56, 56, 3, 1), (4, 16, 32, 32, 3, 2),
+                    (1, 96, 48, 48, 3, 1), (4, 32, 16, 16, 3, 2), (1, 120, 14, 14, 5, 1), (1, 144, 24, 24, 3, 2),
+                    (1, 384, 6, 6, 3, 1), (1, 32, 56, 56, 5, 2))
+
+
+def _interleaved_ms(methods, inputs, rounds: int = 15, calls: int = 10):
+    import statistics
+    import time
+
+    times = [[] for _ in methods]
+    for _ in range(rounds):
+        for i, method in enumerate(methods):
+            start = time.perf_counter()
+            for _ in range(calls):
+                method.execute(inputs)
+            times[i].append((time.perf_counter() - start) / calls * 1e3)
+    return [statistics.median(t) for t in times]
+
+
+def depthwise_rows():
+    from executorch.runtime import Runtime
+
+    from ..deploy.pte import lower
+    from ..executorch import conv
+
+    et_routes.load_kernels()
+    torch.manual_seed(0)
+    for n, c, h, w, k, s in DEPTHWISE_SHAPES:
+        module = customops.DepthwiseConv2d(c, c, k, stride=s, padding=k // 2).eval()
+        x = torch.randn(n, c, h, w)
+        programs = []
+        for route, when in (("decomposition", conv.depthwise_uses_kernel), ("kernel", conv.depthwise_takes_kernel)):
+            # Every call on the kernel: the default's width threshold set aside for the measurement behind it.
+            conv.KERNEL_WHEN["depthwise_conv2d"] = when
+            try:
+                with et_routes.use_route("depthwise_conv2d", route):
+                    programs.append(lower(torch.export.export(module, (x,)), "xnnpack").buffer)
+            finally:
+                conv.KERNEL_WHEN["depthwise_conv2d"] = conv.depthwise_uses_kernel
+        methods = [Runtime.get().load_program(b).load_method("forward") for b in programs]
+        xnnpack_ms, kernel_ms = _interleaved_ms(methods, [x])
+        default = "kernel" if et_routes.uses_kernel("depthwise_conv2d", x, module.weight, module.bias, module.stride,
+                                                     module.padding, module.dilation) else "decomposition"
+        yield (f"{n}x{c}x{h}x{w}", f"{k}x{k}", str(s), default, f"{xnnpack_ms:.3f}", f"{kernel_ms:.3f}",
+               f"{kernel_ms / xnnpack_ms:.2f}")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=int, default=8, help="each demo input repeated this many times (dim 0)")
     parser.add_argument("--repeats", type=int, default=50)
     parser.add_argument("--markdown", help="write the table, with its command, machine and date, to this file")
+    parser.add_argument("--depthwise", action="store_true",
+                        help="depthwise_conv2d alone on network shapes: XNNPACK against customops' kernel")
     args = parser.parse_args(argv)
+    if args.depthwise:
+        return _depthwise_table(args.markdown)
     header = ("op", "inputs", "route", "eager ms", *(f"{k} ms" for k in LOWERINGS), "kernel / decomposed+xnnpack")
     cells = []
     for op, shape, route, t in rows(args.scale, args.repeats):
@@ -100,6 +157,26 @@ def main(argv=None) -> int:
                     f"{datetime.date.today()}, torch {torch.__version__}, executorch {et_version.__version__}: "
                     "the median time of one call of each op's program in ExecuTorch's runtime, float32.")
         with open(args.markdown, "w") as f:
+            f.write(markdown_table(preamble, header, cells))
+    return 0
+
+
+def _depthwise_table(markdown) -> int:
+    header = ("input", "filter", "stride", "default route", "decomposed+xnnpack ms", "kernel ms",
+              "kernel / decomposed+xnnpack")
+    cells = []
+    for row in depthwise_rows():
+        cells.append(row)
+        print(columns([header, row]).splitlines()[-1], file=sys.stderr, flush=True)
+    print(columns([header, *cells]))
+    if markdown:
+        import executorch.version as et_version
+
+        preamble = (f"`python -m customops.benchmark.executorch --depthwise` on {device_name(CPU)}, "
+                    f"{datetime.date.today()}, torch {torch.__version__}, executorch {et_version.__version__}: "
+                    "depthwise_conv2d alone (bias, padding k // 2, float32), the "
+                    "median over 15 interleaved rounds of 10 calls of each program.")
+        with open(markdown, "w") as f:
             f.write(markdown_table(preamble, header, cells))
     return 0
 

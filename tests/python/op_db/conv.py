@@ -55,6 +55,12 @@ _DEPTHWISE = [
     ((1, 2, 17, 19), (4, 1, 3, 5), True, 1, (3, 4), (3, 2), "dilated_unit_stride"),
     ((2, 2, 20, 70), (4, 1, 7, 7), True, 1, 3, 1, "k7_several_tiles"),
     ((1, 2, 9, 8), (2, 1, 31, 31), True, 1, 15, 1, "k31"),
+    # Enough channels for the CPU forward blocked over channels (kernels/core/depthwise_conv2d.h; ExecuTorch's
+    # kernel too, which takes filters wider than 5x5): whole vectors, a ragged last vector without bias, strides
+    # and dilation.
+    ((2, 16, 9, 11), (16, 1, 3, 3), True, 1, 1, 1, "blocked_k3"),
+    ((1, 13, 8, 19), (13, 1, 7, 5), False, 2, (3, 2), 1, "blocked_ragged_channels_no_bias"),
+    ((2, 24, 12, 10), (24, 1, 3, 9), True, (2, 1), (1, 8), (1, 2), "blocked_strided_dilated"),
     # Found by test_fuzz.py: a huge dilation over a filter of one row is valid (it changes nothing), and overflowed
     # the CPU kernel's row arithmetic (heap corruption).
     ((1, 3, 2, 5), (6, 1, 1, 3), True, 1, (1, 2), (2**63 - 1, 2), "one_row_filter_huge_dilation"),
