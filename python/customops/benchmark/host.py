@@ -6,8 +6,8 @@ nn.Conv2d's, per mode, on tensors small enough that the GPU never sets the pace.
 Modes: forward under no_grad; forward + backward; the same under autocast bf16; forward + backward of the
 layer torch.compile'd (the custom op called from Inductor's wrapper). For customops, each backend policy
 (customops.backends): auto, customops, pytorch. Each figure: the median over rounds of the mean time of 200
-calls queued without synchronization (the host's time: launches, dispatch, autograd); the two layers
-alternate round by round. "op alone" calls torch.ops.customops.depthwise_conv2d with the layer's tensors, so that
+calls queued without synchronization (the host's time: launches, dispatch, autograd); nn.Conv2d, the layer
+under each policy and the op alone take turns round by round. "op alone" calls torch.ops.customops.depthwise_conv2d with the layer's tensors, so that
 the layer's column less this one is the Python module's own cost. On the CPU (--device cpu) the kernels run on the
 host too: nn.Conv2d's column there is its CPU kernel's time, and only the customops columns compare (the module's
 Python against the op's dispatch).
@@ -66,13 +66,19 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def host_us(steps: list, calls: int, rounds: int, device: torch.device) -> list[float]:
-    for step in steps:
+def host_us(steps: list, calls: int, rounds: int, device: torch.device, setups: list | None = None) -> list[float]:
+    """Each step's host time per call: the median over rounds of the mean of `calls` calls, the steps taking turns
+    (forwards, then backwards, round by round) so that a drift of the machine falls on all of them. setups[i], if
+    given, runs before step i's calls, outside the timing (a backend policy)."""
+    setups = setups or [lambda: None for _ in steps]
+    for setup, step in zip(setups, steps):
+        setup()
         for _ in range(20):
             step()
     times = [[] for _ in steps]
     for r in range(rounds):
         for i in (range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))):
+            setups[i]()
             _sync(device)
             start = time.perf_counter()
             for _ in range(calls):
@@ -80,6 +86,10 @@ def host_us(steps: list, calls: int, rounds: int, device: torch.device) -> list[
             times[i].append((time.perf_counter() - start) / calls * 1e6)
             _sync(device)
     return [statistics.median(t) for t in times]
+
+
+def _policy(backend: str):
+    return lambda: customops.backends.set("depthwise_conv2d", backend)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -104,16 +114,18 @@ def main(argv: list[str] | None = None) -> int:
             if mode.startswith("compiled"):
                 torch._dynamo.reset()
                 layers = [torch.compile(m) for m in layers]
-            measured, refs, alone = {}, [], []
-            steps = [step_fn(m, x, mode) for m in layers]
-            for backend in backends:
-                with customops.backends.use("depthwise_conv2d", backend):
-                    ref_us, measured[backend], op_us = host_us(steps, args.calls, args.rounds, device)
-                refs.append(ref_us)
-                alone.append(op_us)
-            measured["ref"] = statistics.median(refs)  # nn.Conv2d ran beside each policy
-            rows.append((mode, layout, f"{measured['ref']:.1f}", *(f"{measured[b]:.1f}" for b in backends),
-                         f"{statistics.median(alone):.1f}", f"{measured[backends[0]] - measured['ref']:+.1f}"))
+            # nn.Conv2d, the layer under each policy and the op alone (under auto) take turns in the same rounds.
+            ref_step, ours_step, alone_step = (step_fn(m, x, mode) for m in layers)
+            steps = [ref_step, *(ours_step for _ in backends), alone_step]
+            setups = [_policy("auto"), *(_policy(b) for b in backends), _policy("auto")]
+            before = customops.backends.get("depthwise_conv2d")
+            try:
+                ref_us, *ours_us, alone_us = host_us(steps, args.calls, args.rounds, device, setups)
+            finally:
+                customops.backends.set("depthwise_conv2d", before)
+            measured = dict(zip(backends, ours_us))
+            rows.append((mode, layout, f"{ref_us:.1f}", *(f"{measured[b]:.1f}" for b in backends),
+                         f"{alone_us:.1f}", f"{measured[backends[0]] - ref_us:+.1f}"))
             print(columns([header, rows[-1]]).splitlines()[1], flush=True)
     print()
     print(columns([header] + rows))
