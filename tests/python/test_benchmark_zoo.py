@@ -93,3 +93,18 @@ def test_depthwise_passes_zoo_cases_are_the_distinct_depthwise_shapes():
         assert f" {c.C}ch{c.H} k{c.kernel[0]} s{c.stride[0]}" in c.name
     first = cases[0]  # the first block's 16 channels at half the input's size, after the stride-2 stem
     assert first.name == "mobilenetv3_large_100 16ch32 k3 s1" and first.padding == (1, 1)
+
+
+def test_the_markdown_keeps_the_rows_of_a_run_cut_short(monkeypatch, tmp_path):
+    def run(name, config, *args, **kwargs):
+        if name != "lcnet_100":
+            raise KeyboardInterrupt  # a time limit reached during the second model
+        return zoo.ZooRow(name, config, 2, check="ok")
+
+    monkeypatch.setattr(zoo, "run", run)
+    out = tmp_path / "zoo.md"
+    with pytest.raises(KeyboardInterrupt):
+        zoo.main(["--device", "cpu", "--models", "lcnet_100,tinynet_a", "--configs", "float32-nchw", "--check-only",
+                  "--markdown", str(out)])
+    rows = [line.split(" | ")[0] for line in out.read_text().splitlines() if line.startswith("| ")]
+    assert rows[1:] == ["| lcnet_100"]  # after the header: the finished model alone

@@ -279,6 +279,10 @@ def plot(rows: list[ZooRow], path: str, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def _table(rows: list[ZooRow], check_only: bool) -> list:
+    return [r.cells() for r in rows] + ([] if check_only else summary(rows))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m customops.benchmark.zoo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -317,25 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     size = args.size or (64 if small else 224)
     title = f"{bench.device_name(device)}, torch {torch.__version__}, timm {_timm().__version__}"
     print(f"device: {title}; cudnn.benchmark {torch.backends.cudnn.benchmark}", flush=True)
-    rows: list[ZooRow] = []
-    for name in names:
-        for config in configs:
-            try:
-                row = run(name, config, device, batch, size, args.warmup, args.repeats, timings,
-                          check_only=args.check_only)
-            except Exception as e:  # noqa: BLE001  (one broken model must not hide the others)
-                traceback.print_exc()
-                row = ZooRow(name, config, batch, check=f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:150]}")
-            rows.append(row)
-            print(columns([HEADER, row.cells()]).splitlines()[1], flush=True)
-            gc.collect()
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-    table = [r.cells() for r in rows] + ([] if args.check_only else summary(rows))
-    print()
-    print(columns([HEADER] + table))
     command = "python -m customops.benchmark.zoo " + " ".join(sys.argv[1:] if argv is None else argv)
-    if args.markdown:
+
+    def write_markdown(rows: list[ZooRow]) -> None:
         now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
         preamble = (
             f"Measured on {title}, customops {customops.__version__}, {now}.\n\nCommand: `{command}`.\n\n"
@@ -350,7 +338,29 @@ def main(argv: list[str] | None = None) -> int:
             f"depthwise_conv2d {customops.backends.get('depthwise_conv2d')}). Check: customops.benchmark.models' "
             "(outputs and gradients against the original's, each against float64).")
         with open(args.markdown, "w") as f:
-            f.write(markdown_table(preamble, HEADER, table))
+            f.write(markdown_table(preamble, HEADER, _table(rows, args.check_only)))
+
+    rows: list[ZooRow] = []
+    for name in names:
+        for config in configs:
+            try:
+                row = run(name, config, device, batch, size, args.warmup, args.repeats, timings,
+                          check_only=args.check_only)
+            except Exception as e:  # noqa: BLE001  (one broken model must not hide the others)
+                traceback.print_exc()
+                row = ZooRow(name, config, batch, check=f"ERROR {type(e).__name__}: {str(e).splitlines()[0][:150]}")
+            rows.append(row)
+            print(columns([HEADER, row.cells()]).splitlines()[1], flush=True)
+            if args.markdown:  # the rows so far: a run cut short by a time limit keeps what it measured
+                write_markdown(rows)
+            gc.collect()
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    table = _table(rows, args.check_only)
+    print()
+    print(columns([HEADER] + table))
+    if args.markdown:
+        write_markdown(rows)
     if args.plot and not args.check_only:
         plot(rows, args.plot, title)
     return bench.exit_code(rows)
