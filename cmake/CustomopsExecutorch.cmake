@@ -52,7 +52,8 @@ endif()
 set(CUSTOMOPS_EXECUTORCH_LIBRARIES ${EXECUTORCH_LIBRARIES})
 
 file(GLOB CUSTOMOPS_EXECUTORCH_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/executorch/*.cpp)
-add_library(customops_executorch SHARED ${CUSTOMOPS_EXECUTORCH_SOURCES})
+customops_pointwise_executorch_sources(_customops_executorch_pointwise_isa _customops_executorch_pointwise)
+add_library(customops_executorch SHARED ${CUSTOMOPS_EXECUTORCH_SOURCES} ${_customops_executorch_pointwise})
 target_include_directories(customops_executorch PRIVATE ${PROJECT_SOURCE_DIR} ${EXECUTORCH_INCLUDE_DIRS})
 target_compile_definitions(customops_executorch PRIVATE ${EXECUTORCH_COMPILE_DEFINITIONS})
 target_compile_options(customops_executorch PRIVATE -Wall -Wextra -Wno-unused-parameter)
@@ -62,6 +63,7 @@ target_link_libraries(customops_executorch PRIVATE ${_customops_executorch_runti
 # header-only: torch's headers come first, so that ExecuTorch's headers take torch's c10 (the same types as the
 # copy ExecuTorch ships), and nothing of libtorch is linked.
 file(GLOB CUSTOMOPS_EXECUTORCH_ISA_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/executorch/isa/*.cpp)
+list(APPEND CUSTOMOPS_EXECUTORCH_ISA_SOURCES ${_customops_executorch_pointwise_isa})
 foreach(cap IN LISTS CUSTOMOPS_CPU_CAPABILITIES)
   set(_obj customops_executorch_${cap})
   add_library(${_obj} OBJECT ${CUSTOMOPS_EXECUTORCH_ISA_SOURCES})

@@ -1,27 +1,44 @@
-# A pointwise operator is its maths alone: kernels/<name>.h, one struct over kernels/common/pointwise.h. Its CPU
+# A pointwise operator is its maths alone: kernels/<name>.h, one struct over kernels/core/pointwise.h. Its CPU
 # and CUDA kernels and its registration are one line each, the same for every such op, so they are written here
 # into the build tree, per header found, instead of three one-line files per op in the source tree.
 #
 #   customops_pointwise_sources(<cpu sources var> <cuda sources var> <other sources var>)
-function(customops_pointwise_sources cpu_var cuda_var other_var)
+#   customops_pointwise_executorch_sources(<per instruction set sources var> <registration sources var>)
+
+# The pointwise ops: for each kernels/<name>.h over kernels/core/pointwise.h, <name> in <names_var> and its struct in
+# <structs_var>, in the same order.
+function(_customops_pointwise_ops names_var structs_var)
   file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.h)
-  set(cpu "")
-  set(cuda "")
-  set(other "")
-  set(dir ${PROJECT_BINARY_DIR}/pointwise)
+  set(names "")
+  set(op_structs "")
   foreach(header IN LISTS headers)
-    file(STRINGS ${header} uses REGEX "^#include \"kernels/common/pointwise.h\"")
+    file(STRINGS ${header} uses REGEX "^#include \"kernels/core/pointwise.h\"")
     if(NOT uses)
       continue()
     endif()
     file(STRINGS ${header} structs REGEX "^struct [A-Za-z0-9_]+ {")
     list(LENGTH structs count)
     if(NOT count EQUAL 1)
-      message(FATAL_ERROR "customops: ${header} includes kernels/common/pointwise.h, so it is a pointwise op's "
+      message(FATAL_ERROR "customops: ${header} includes kernels/core/pointwise.h, so it is a pointwise op's "
                           "maths and must define exactly one struct at the start of a line (found ${count})")
     endif()
     string(REGEX REPLACE "^struct ([A-Za-z0-9_]+) {.*" "\\1" op_struct "${structs}")
     get_filename_component(name ${header} NAME_WE)
+    list(APPEND names ${name})
+    list(APPEND op_structs ${op_struct})
+  endforeach()
+  set(${names_var} ${names} PARENT_SCOPE)
+  set(${structs_var} ${op_structs} PARENT_SCOPE)
+endfunction()
+
+# The sources of libtorch's kernels and registration.
+function(customops_pointwise_sources cpu_var cuda_var other_var)
+  set(cpu "")
+  set(cuda "")
+  set(other "")
+  set(dir ${PROJECT_BINARY_DIR}/pointwise)
+  _customops_pointwise_ops(names op_structs)
+  foreach(name op_struct IN ZIP_LISTS names op_structs)
     file(CONFIGURE OUTPUT ${dir}/cpu/${name}.cpp @ONLY CONTENT
 "// Written by cmake/CustomopsPointwise.cmake from kernels/${name}.h.
 #include \"kernels/${name}.h\"
@@ -53,4 +70,35 @@ CUSTOMOPS_REGISTER_POINTWISE(customops::${op_struct})
   set(${cpu_var} ${cpu} PARENT_SCOPE)
   set(${cuda_var} ${cuda} PARENT_SCOPE)
   set(${other_var} ${other} PARENT_SCOPE)
+endfunction()
+
+# The sources of ExecuTorch's kernels (cmake/CustomopsExecutorch.cmake): each op's forward, compiled once per
+# instruction set, and its out variant's registration with ExecuTorch's runtime (kernels/executorch/pointwise.h).
+function(customops_pointwise_executorch_sources isa_var registration_var)
+  set(isa "")
+  set(registration "")
+  set(dir ${PROJECT_BINARY_DIR}/pointwise/executorch)
+  _customops_pointwise_ops(names op_structs)
+  foreach(name op_struct IN ZIP_LISTS names op_structs)
+    file(CONFIGURE OUTPUT ${dir}/isa/${name}.cpp @ONLY CONTENT
+"// Written by cmake/CustomopsPointwise.cmake from kernels/${name}.h.
+#include \"kernels/${name}.h\"
+
+#include \"kernels/executorch/isa/pointwise.h\"
+
+template struct customops::executorch_kernels::CPU_CAPABILITY::PointwiseForward<customops::${op_struct}>;
+")
+    file(CONFIGURE OUTPUT ${dir}/${name}.cpp @ONLY CONTENT
+"// Written by cmake/CustomopsPointwise.cmake from kernels/${name}.h: ${name}.out in ExecuTorch's runtime.
+#include \"kernels/${name}.h\"
+
+#include \"kernels/executorch/pointwise.h\"
+
+EXECUTORCH_LIBRARY(customops, \"${name}.out\", customops::executorch_kernels::PointwiseOut<customops::${op_struct}>::out);
+")
+    list(APPEND isa ${dir}/isa/${name}.cpp)
+    list(APPEND registration ${dir}/${name}.cpp)
+  endforeach()
+  set(${isa_var} ${isa} PARENT_SCOPE)
+  set(${registration_var} ${registration} PARENT_SCOPE)
 endfunction()

@@ -1,11 +1,11 @@
 // gelu_tanh_mul: y = gelu_tanh(a) * b, GeGLU's gate with GELU's tanh approximation (Gemma's gelu_pytorch_tanh).
 #pragma once
 
-#include "kernels/common/pointwise.h"
+#include "kernels/core/pointwise.h"
 
 namespace customops {
 
-// The formulas, written once (kernels/common/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
+// The formulas, written once (kernels/core/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
 // pw::tanh, on numbers (CUDA, the CPU tails), SIMD vectors (the CPU body) and tensors (the double backward), in
 // the kernels' opmath type. The tests compare them with the Python copy, python/customops/pointwise/gelu_tanh_mul.py.
 struct GeluTanhMul {

@@ -1,7 +1,7 @@
 // quick_gelu: y = x * sigmoid(1.702 x), the sigmoid approximation of GELU (CLIP's QuickGELU).
 #pragma once
 
-#include "kernels/common/pointwise.h"
+#include "kernels/core/pointwise.h"
 
 namespace customops {
 

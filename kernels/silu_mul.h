@@ -1,7 +1,7 @@
 // silu_mul: y = silu(a) * b = a * sigmoid(a) * b, the gated activation of SwiGLU MLPs.
 #pragma once
 
-#include "kernels/common/pointwise.h"
+#include "kernels/core/pointwise.h"
 
 namespace customops {
 

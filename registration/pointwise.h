@@ -20,6 +20,7 @@
 #include "kernels/common/pointwise.h"
 #include "kernels/meta/pointwise.h"
 #include "registration/autocast.h"
+#include "registration/out_variant.h"
 
 namespace customops::pw {
 
@@ -204,6 +205,14 @@ struct Registration<F, std::index_sequence<I...>> {
   static void register_autograd(torch::Library& m) {
     impl(m, &forward_autograd, &backward_autograd);
   }
+  // The out variant (ExecuTorch's programs call it): the op through the dispatcher, copied into `out`.
+  static at::Tensor& forward_out(TensorArg<I>... xs, at::Tensor& out) {
+    const std::string op = std::string(F::kName) + ".out";
+    return out_variant::into(op.c_str(), call_forward(xs...), out);
+  }
+  static void register_out(torch::Library& m) {
+    m.impl((std::string(F::kName) + ".out").c_str(), &forward_out);
+  }
   template <c10::DeviceType device>
   static void register_autocast(torch::Library& m) {
     if constexpr (N == 1) {
@@ -230,6 +239,9 @@ struct Registration<F, std::index_sequence<I...>> {
   }                                                                                   \
   TORCH_LIBRARY_IMPL(customops, Autograd, m) {                                        \
     customops::pw::Registration<Family>::register_autograd(m);                                 \
+  }                                                                                   \
+  TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {                       \
+    customops::pw::Registration<Family>::register_out(m);                                      \
   }                                                                                   \
   TORCH_LIBRARY_IMPL(customops, AutocastCPU, m) {                                     \
     customops::pw::Registration<Family>::register_autocast<c10::DeviceType::CPU>(m);           \

@@ -12,6 +12,7 @@ TORCH_LIBRARY(customops, m) {
   const std::vector<at::Tag> pt2{at::Tag::pt2_compliant_tag, at::Tag::flexible_layout};
 
   m.def("quick_gelu(Tensor x) -> Tensor", pt2);
+  m.def("quick_gelu.out(Tensor x, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("quick_gelu_backward(Tensor grad_out, Tensor x) -> Tensor", pt2);
 
   // im2col is col2im's gradient and vice versa; SymInt sizes keep them
@@ -59,6 +60,7 @@ TORCH_LIBRARY(customops, m) {
   m.def("trilinear_interpolation_backward(Tensor grad_out, Tensor feats, Tensor points, bool[2] output_mask) "
         "-> (Tensor, Tensor)", pt2);
   m.def("silu_mul(Tensor a, Tensor b) -> Tensor", pt2);
+  m.def("silu_mul.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("silu_mul_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)", pt2);
 
   // x (B, C, L), weight (C, K), bias (C) -> (B, C, L), each step from itself and the K-1 before it; the
@@ -69,6 +71,7 @@ TORCH_LIBRARY(customops, m) {
         "-> (Tensor, Tensor, Tensor)", pt2);
 
   m.def("gelu_tanh_mul(Tensor a, Tensor b) -> Tensor", pt2);
+  m.def("gelu_tanh_mul.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("gelu_tanh_mul_backward(Tensor grad_out, Tensor a, Tensor b) -> (Tensor, Tensor)", pt2);
 }
 

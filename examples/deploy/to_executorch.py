@@ -7,7 +7,8 @@ ExecuTorch's runtime on this machine's CPU. Prints a Markdown table (docs/deploy
 The networks: the segmentation model of train_export.py (trained a few steps) with its resizes asymmetric and
 align_corners (its plain twin: nn.Conv2d, QuickGELU written as x * sigmoid(1.702 x), F.interpolate, half_pixel
 where PyTorch has no asymmetric mode), torchvision's MobileNetV2 (random weights, 10 classes, 96x96) and a
-ConvNeXt-style stack of 7x7 depthwise blocks, each before and after customops.convert. ``--out`` keeps each network's .pte, which examples/executorch_runner.cpp runs.
+ConvNeXt-style stack of 7x7 depthwise blocks, each before and after customops.convert, and a SwiGLU MLP with
+customops.silu_mul and with F.silu(a) * b. ``--out`` keeps each network's .pte, which examples/executorch_runner.cpp runs.
 
 Needs ``pip install executorch`` (torch 2.15).
 """
@@ -82,6 +83,24 @@ def convnext_style() -> nn.Module:
                          _Block(128), _Block(128)).eval()
 
 
+class _SwiGLU(nn.Module):
+    """A transformer's SwiGLU MLP: down(silu(gate(x)) * up(x)), the gate by customops.silu_mul or by its formula."""
+
+    def __init__(self, dim: int, hidden: int, fused: bool) -> None:
+        super().__init__()
+        self.gate, self.up, self.down = nn.Linear(dim, hidden), nn.Linear(dim, hidden), nn.Linear(hidden, dim)
+        self.fused = fused
+
+    def forward(self, x):
+        g, u = self.gate(x), self.up(x)
+        return self.down(customops.silu_mul(g, u) if self.fused else nn.functional.silu(g) * u)
+
+
+def swiglu_mlp(fused: bool) -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(_SwiGLU(512, 1408, fused), _SwiGLU(512, 1408, fused)).eval()
+
+
 def networks():
     """(name, customops network, plain torch.nn network, example input)."""
     segmenter, (images,) = build(25)
@@ -96,6 +115,8 @@ def networks():
     mobilenet = torchvision.models.mobilenet_v2(num_classes=10).eval()
     yield ("MobileNetV2 (random weights), 1x3x96x96", customops.convert(copy.deepcopy(mobilenet)).eval(), mobilenet,
            (torch.randn(1, 3, 96, 96),))
+    yield "SwiGLU MLP, 2 blocks (random weights), 64x512 tokens", swiglu_mlp(True), swiglu_mlp(False), (
+        torch.randn(64, 512),)
     plain = convnext_style()
     yield ("ConvNeXt-style 7x7 depthwise blocks (random weights), 1x3x112x112", customops.convert(copy.deepcopy(plain)).eval(),
            plain, (torch.randn(1, 3, 112, 112),))

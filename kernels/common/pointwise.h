@@ -13,7 +13,8 @@
 // kernels/cpu/common/pointwise.h) and on ATen tensors (the double backward,
 // registration/pointwise.h). Each backend's kernels are then one explicit instantiation,
 // `template struct Pointwise<Family>;`, and the registration one line, which
-// cmake/CustomopsPointwise.cmake writes for each family header.
+// cmake/CustomopsPointwise.cmake writes for each family header (and ExecuTorch's kernel, from the formulas'
+// part, kernels/core/pointwise.h, which has no ATen).
 #pragma once
 
 #include <ATen/core/Tensor.h>
@@ -29,52 +30,10 @@
 
 #include "kernels/common/checks.h"
 #include "kernels/common/cpu_capability.h"
+#include "kernels/core/pointwise.h"
 
 namespace customops {
 namespace pw {
-
-// N values of one type: a family's derivatives (a plain aggregate, usable in device code).
-template <typename T, std::size_t N>
-struct Values {
-  T v[N];
-  C10_HOST_DEVICE T& operator[](std::size_t i) { return v[i]; }
-  C10_HOST_DEVICE const T& operator[](std::size_t i) const { return v[i]; }
-};
-
-// The functions a formula may call, per value type; scalars here, the other types where
-// they are used (SIMD vectors in the CPU kernels, tensors in the registration).
-template <typename T, typename = void>
-struct Maths {
-  C10_HOST_DEVICE static T exp(T x) {
-    using std::exp;
-    return exp(x);
-  }
-  C10_HOST_DEVICE static T tanh(T x) {
-    using std::tanh;
-    return tanh(x);
-  }
-  // 1 / (1 + exp(-x)): for very negative x the exponential overflows to inf and the
-  // quotient is 0, never NaN.
-  C10_HOST_DEVICE static T sigmoid(T x) {
-    return T(1) / (T(1) + exp(-x));
-  }
-};
-
-template <typename T>
-C10_HOST_DEVICE inline T exp(const T& x) {
-  return Maths<T>::exp(x);
-}
-template <typename T>
-C10_HOST_DEVICE inline T tanh(const T& x) {
-  return Maths<T>::tanh(x);
-}
-template <typename T>
-C10_HOST_DEVICE inline T sigmoid(const T& x) {
-  return Maths<T>::sigmoid(x);
-}
-
-template <typename F>
-constexpr std::size_t arity = std::extent_v<decltype(F::kInputs)>;
 
 // A tensor per index of a pack (through a class template: nvcc's front end drops an alias template's unused
 // parameter, and a pack expanded over it then expands nothing).
@@ -133,25 +92,6 @@ void check_backward(const at::Tensor& grad_out, const Xs&... xs) {
   checks::same_shape(op.c_str(), "grad_out", grad_out, F::kInputs[0], first);
   checks::dense_fits(op.c_str(), "grad_out", grad_out);
 }
-
-// The map of the forward op and of the backward op: f(x...), and grad_out * df/dxi for each i.
-template <typename F>
-struct ForwardMap {
-  template <typename V, typename... Vs>
-  C10_HOST_DEVICE Values<V, 1> operator()(const V& x, const Vs&... xs) const {
-    return {F::forward(x, xs...)};
-  }
-};
-
-template <typename F>
-struct BackwardMap {
-  template <typename V, typename... Vs>
-  C10_HOST_DEVICE auto operator()(const V& grad, const Vs&... xs) const {
-    auto d = F::derivatives(xs...);
-    for (std::size_t i = 0; i < sizeof...(Vs); ++i) d[i] = grad * d[i];
-    return d;
-  }
-};
 
 // The backward op's result from its N tensors.
 template <std::size_t N>

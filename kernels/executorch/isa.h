@@ -23,7 +23,12 @@ CUSTOMOPS_ET_DECLARE(
     bool depthwise_takes(const Tensor& x, const fold::Window& w, int64_t m);
     // out (resized) = depthwise_conv2d(x, weight, bias) for a call depthwise_takes.
     void depthwise_forward(KernelRuntimeContext& ctx, const Tensor& x, const Tensor& weight, const Tensor* bias,
-                           const fold::Window& w, Tensor& out);)
+                           const fold::Window& w, Tensor& out);
+    // out = F::forward(inputs[0], ...) elementwise, for the pointwise family F (kernels/<op>.h), every tensor
+    // checked to be of out's dtype, size and default dim order (kernels/executorch/pointwise.h).
+    template <typename F> struct PointwiseForward {
+      static void run(KernelRuntimeContext& ctx, const Tensor* const* inputs, Tensor& out);
+    };)
 
 // Whether this process runs the AVX2 build: a processor with AVX2, FMA and F16C, unless ATEN_CPU_CAPABILITY is
 // "default" (as ATen, and customops' libtorch kernels, honour it).

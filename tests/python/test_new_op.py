@@ -70,7 +70,7 @@ def test_a_pointwise_op_is_written_for_its_inputs(args, inputs):
                                    "registration/schemas.cpp"])
     header = text[f"kernels/{NAME}.h"]
     # What cmake/CustomopsPointwise.cmake looks for to write the kernels and the registration.
-    assert '#include "kernels/common/pointwise.h"' in header.splitlines()
+    assert '#include "kernels/core/pointwise.h"' in header.splitlines()
     assert re.findall(r"^struct (\w+) {", header, re.M) == ["ScaffoldProbe"]
     assert "kInputs[] = {" + ", ".join(f'"{x}"' for x in inputs) + "};" in header
     t_args = ", ".join(f"T {x}" for x in inputs)

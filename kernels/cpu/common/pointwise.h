@@ -6,26 +6,6 @@
 #include "kernels/common/pointwise_kernels.h"
 #include "kernels/cpu/common/elementwise.h"
 
-namespace customops::pw {
-
-// The formulas' functions on SIMD vectors (exp_u20: ATen's vectorised exp, within 20 ulp).
-template <typename T>
-struct Maths<at::vec::Vectorized<T>> {
-  using V = at::vec::Vectorized<T>;
-  static V exp(const V& x) {
-    return x.exp_u20();
-  }
-  static V tanh(const V& x) {
-    return x.tanh();
-  }
-  static V sigmoid(const V& x) {
-    const V one(T(1));
-    return one / (one + x.neg().exp_u20());
-  }
-};
-
-} // namespace customops::pw
-
 namespace customops::cpu::CPU_CAPABILITY {
 
 inline constexpr auto kMap = [](at::Device, const auto& out, int64_t n, const auto& op, const auto*... in) {

@@ -37,7 +37,7 @@ from . import pointwise_op
 # the packages of python/customops that hold a module per family (they discover their modules).
 FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("kernels/{family}.h", "maths (scalar formulas shared by CPU and CUDA), argument checks, kernel declarations; "
-     "a pointwise family: one struct of formulas (kernels/common/pointwise.h)"),
+     "a pointwise family: one struct of formulas (kernels/core/pointwise.h)"),
     ("kernels/cpu/{family}.cpp", "CPU kernels (compiled once per instruction set), or a folder kernels/cpu/{family}/ "
      "(a pointwise family has none: CMake writes its instantiation of the shared kernels, "
      "cmake/CustomopsPointwise.cmake)"),
@@ -117,10 +117,10 @@ def find_root(start: Optional[Path] = None) -> Path:
 
 
 def pointwise_inputs(root: Path, op: str) -> Optional[Tuple[str, ...]]:
-    """The inputs of `op` if it is a pointwise op (kernels/<op>.h over kernels/common/pointwise.h, as
+    """The inputs of `op` if it is a pointwise op (kernels/<op>.h over kernels/core/pointwise.h, as
     cmake/CustomopsPointwise.cmake finds them), else None."""
     maths = root / "kernels" / f"{op}.h"
-    if not maths.is_file() or '#include "kernels/common/pointwise.h"' not in maths.read_text():
+    if not maths.is_file() or '#include "kernels/core/pointwise.h"' not in maths.read_text():
         return None
     formulas = ast.parse((root / f"python/customops/pointwise/{op}.py").read_text())
     found = [ast.literal_eval(n.value) for n in formulas.body if isinstance(n, ast.Assign)
@@ -254,7 +254,8 @@ def add_schemas(plan: Plan, executorch: bool, schemas: Optional[Sequence[str]] =
     lib = text.index("TORCH_LIBRARY(customops, m) {")
     close = text.index("\n}\n", lib)
     if schemas is not None:
-        new = "".join(f'  m.def("{schema}", pt2);\n' for schema in schemas)
+        # An out variant mutates its argument: not one of the functional ops the pt2 tags describe.
+        new = "".join(f'  m.def("{schema}"{"" if ".out(" in schema else ", pt2"});\n' for schema in schemas)
     else:
         suffixes = r"(?:_backward|\.out)?" if executorch else r"(?:_backward)?"
         statements = re.findall(r'^\s*m\.def\("' + re.escape(plan.like) + suffixes + r'\(.*?\);\n', text, re.M | re.S)

@@ -1,11 +1,11 @@
 """The files of a new pointwise operator (y = f(x1, ..., xN) over tensors of one shape), for N inputs.
 
 A pointwise op's kernels, Meta kernels, checks, autograd, autocast policy and Python concerns are shared
-(kernels/common/pointwise.h, registration/pointwise.h, customops/*/_pointwise.py): what is its own is its maths and
-what follows from its inputs' names and count. Everything that follows from the inputs is written here, the same
-for every op of their arity (the C++ struct's signatures and `pw::Values<T, N>` sizes, the C++ API and its tuple,
-the schemas, the Python signatures, the benchmark's inputs and bytes); where the maths goes it writes a stub and a
-`TODO(<name>)`, which tests/python/test_registry.py rejects until it is replaced.
+(kernels/core/pointwise.h, kernels/common/pointwise.h, registration/pointwise.h, customops/*/_pointwise.py): what
+is its own is its maths and what follows from its inputs' names and count. Everything that follows from the
+inputs is written here, the same for every op of their arity (the C++ struct's signatures and `pw::Values<T, N>`
+sizes, the C++ API and its tuple, the schemas, the Python signatures, the benchmark's inputs and bytes); where the
+maths goes it writes a stub and a `TODO(<name>)`, which tests/python/test_registry.py rejects until it is replaced.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ def files(name: str, cls: str, inputs: Sequence[str]) -> Dict[str, str]:
 // {name}: y = {_todo(name, "what it computes, in a line.", "").strip()}
 #pragma once
 
-#include "kernels/common/pointwise.h"
+#include "kernels/core/pointwise.h"
 
 namespace customops {{
 
-// The formulas, written once (kernels/common/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
+// The formulas, written once (kernels/core/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
 // pw::tanh, on numbers (CUDA, the CPU tails), SIMD vectors (the CPU body) and tensors (the double backward), in
 // the kernels' opmath type. The tests compare them with the Python copy, python/customops/pointwise/{name}.py.
 struct {cls} {{
@@ -231,8 +231,9 @@ BENCH_OPS = [
     return out
 
 
-def schemas(name: str, inputs: Sequence[str]) -> Tuple[str, str]:
-    """The op's and its backward op's schemas (registration/schemas.cpp)."""
+def schemas(name: str, inputs: Sequence[str]) -> Tuple[str, str, str]:
+    """The op's, its out variant's (ExecuTorch's kernel) and its backward op's schemas (registration/schemas.cpp)."""
     args = ", ".join(f"Tensor {x}" for x in inputs)
     grads = "Tensor" if len(inputs) == 1 else "(" + ", ".join(["Tensor"] * len(inputs)) + ")"
-    return f"{name}({args}) -> Tensor", f"{name}_backward(Tensor grad_out, {args}) -> {grads}"
+    return (f"{name}({args}) -> Tensor", f"{name}.out({args}, *, Tensor(a!) out) -> Tensor(a!)",
+            f"{name}_backward(Tensor grad_out, {args}) -> {grads}")
