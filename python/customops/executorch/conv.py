@@ -27,8 +27,9 @@ def _pair(v) -> tuple:
 
 
 def depthwise_takes_kernel(input, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1)) -> bool:
-    """Whether customops' ExecuTorch kernel runs this call (the others are decomposed): 4-D input of a
-    floating dtype in the default (NCHW) dim order, channel multiplier 1, enough channels to fill the vectors, static sizes."""
+    """Whether customops' ExecuTorch kernel runs this call (the others are decomposed): 4-D input of a floating
+    dtype in the default (NCHW) dim order, channel multiplier 1, enough channels to fill the vectors, static
+    sizes."""
     lanes = _LANES.get(input.dtype)
     # ExecuTorch keeps a channels_last input's dim order; the kernel reads the default one.
     if lanes is None or input.dim() != 4 or weight.dim() != 4 or not input.is_contiguous():
