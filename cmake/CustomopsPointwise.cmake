@@ -94,7 +94,8 @@ template struct customops::executorch_kernels::CPU_CAPABILITY::PointwiseForward<
 
 #include \"kernels/executorch/pointwise.h\"
 
-EXECUTORCH_LIBRARY(customops, \"${name}.out\", customops::executorch_kernels::PointwiseOut<customops::${op_struct}>::out);
+EXECUTORCH_LIBRARY(customops, \"${name}.out\",
+                   customops::executorch_kernels::PointwiseOut<customops::${op_struct}>::out);
 ")
     list(APPEND isa ${dir}/isa/${name}.cpp)
     list(APPEND registration ${dir}/${name}.cpp)

@@ -5,10 +5,10 @@ ExecuTorch's runtime on this machine's CPU. Prints a Markdown table (docs/deploy
     python examples/deploy/to_executorch.py [--out DIR] [--rounds 30] [--calls 10]
 
 The networks: the segmentation model of train_export.py (trained a few steps) with its resizes asymmetric and
-align_corners (its plain twin: nn.Conv2d, QuickGELU written as x * sigmoid(1.702 x), F.interpolate, half_pixel
-where PyTorch has no asymmetric mode), torchvision's MobileNetV2 (random weights, 10 classes, 96x96) and a
-ConvNeXt-style stack of 7x7 depthwise blocks, each before and after customops.convert, and a SwiGLU MLP with
-customops.silu_mul and with F.silu(a) * b. ``--out`` keeps each network's .pte, which examples/executorch_runner.cpp runs.
+align_corners (its plain twin: nn.Conv2d, QuickGELU written as x * sigmoid(1.702 x), F.interpolate, half_pixel where
+PyTorch has no asymmetric mode), torchvision's MobileNetV2 (random weights, 10 classes, 96x96) and a ConvNeXt-style
+stack of 7x7 depthwise blocks, each before and after customops.convert, and a SwiGLU MLP with customops.silu_mul and
+with F.silu(a) * b. ``--out`` keeps each network's .pte, which examples/executorch_runner.cpp runs.
 
 Needs ``pip install executorch`` (torch 2.15).
 """
@@ -118,8 +118,8 @@ def networks():
     yield "SwiGLU MLP, 2 blocks (random weights), 64x512 tokens", swiglu_mlp(True), swiglu_mlp(False), (
         torch.randn(64, 512),)
     plain = convnext_style()
-    yield ("ConvNeXt-style 7x7 depthwise blocks (random weights), 1x3x112x112", customops.convert(copy.deepcopy(plain)).eval(),
-           plain, (torch.randn(1, 3, 112, 112),))
+    yield ("ConvNeXt-style 7x7 depthwise blocks (random weights), 1x3x112x112",
+           customops.convert(copy.deepcopy(plain)).eval(), plain, (torch.randn(1, 3, 112, 112),))
 
 
 def main() -> None:

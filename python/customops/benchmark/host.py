@@ -3,14 +3,14 @@ nn.Conv2d's, per mode, on tensors small enough that the GPU never sets the pace.
 
     python -m customops.benchmark.host [--device cuda|cpu] [--rounds N] [--markdown F.md]
 
-Modes: forward under no_grad; forward + backward; the same under autocast bf16; forward + backward of the
-layer torch.compile'd (the custom op called from Inductor's wrapper). For customops, each backend policy
-(customops.backends): auto, customops, pytorch. Each figure: the median over rounds of the mean time of 200
-calls queued without synchronization (the host's time: launches, dispatch, autograd); nn.Conv2d, the layer
-under each policy and the op alone take turns round by round. "op alone" calls torch.ops.customops.depthwise_conv2d with the layer's tensors, so that
-the layer's column less this one is the Python module's own cost. On the CPU (--device cpu) the kernels run on the
-host too: nn.Conv2d's column there is its CPU kernel's time, and only the customops columns compare (the module's
-Python against the op's dispatch).
+Modes: forward under no_grad; forward + backward; the same under autocast bf16; forward + backward of the layer
+torch.compile'd (the custom op called from Inductor's wrapper). For customops, each backend policy
+(customops.backends): auto, customops, pytorch. Each figure: the median over rounds of the mean time of 200 calls
+queued without synchronization (the host's time: launches, dispatch, autograd); nn.Conv2d, the layer under each
+policy and the op alone take turns round by round. "op alone" calls torch.ops.customops.depthwise_conv2d with the
+layer's tensors, so that the layer's column less this one is the Python module's own cost. On the CPU (--device cpu)
+the kernels run on the host too: nn.Conv2d's column there is its CPU kernel's time, and only the customops columns
+compare (the module's Python against the op's dispatch).
 """
 
 from __future__ import annotations
