@@ -23,6 +23,11 @@ using opmath_t = std::conditional_t<std::is_same_v<T, ::executorch::aten::Half> 
                                         std::is_same_v<T, ::executorch::aten::BFloat16>,
                                     float, T>;
 
+// ExecuTorch's thread pool as the parallel loop the kernels of kernels/core/ take: (begin, end, grain, fn(begin, end)).
+inline constexpr auto kParallelFor = [](int64_t begin, int64_t end, int64_t grain, const auto& fn) {
+  ::executorch::extension::parallel_for(begin, end, grain, fn);
+};
+
 // Items per task for tasks of at least ~32K elements of work each, as the libtorch CPU kernels use.
 inline int64_t grain(int64_t elements_per_item) {
   return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, elements_per_item));

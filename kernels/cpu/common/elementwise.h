@@ -14,10 +14,7 @@ namespace customops::cpu::CPU_CAPABILITY {
 // out[k][i] = op(in[i]...)[k] for i in [0, n): pw::map_dense.
 template <typename scalar_t, std::size_t K, typename Op, typename... In>
 void map_dense(const std::array<scalar_t*, K>& out, int64_t n, const Op& op, const In*... in) {
-  const auto parallel_for = [](int64_t begin, int64_t end, int64_t grain, const auto& fn) {
-    at::parallel_for(begin, end, grain, fn);
-  };
-  pw::map_dense(parallel_for, out, n, op, in...);
+  pw::map_dense(kParallelFor, out, n, op, in...);
 }
 
 } // namespace customops::cpu::CPU_CAPABILITY

@@ -17,6 +17,11 @@
 
 namespace customops::cpu::CPU_CAPABILITY {
 
+// ATen's thread pool as the parallel loop the kernels of kernels/core/ take: (begin, end, grain, fn(begin, end)).
+inline constexpr auto kParallelFor = [](int64_t begin, int64_t end, int64_t grain, const auto& fn) {
+  at::parallel_for(begin, end, grain, fn);
+};
+
 // Items per task for tasks of at least ~32K elements of work each, as ATen's
 // elementwise ops use.
 inline int64_t grain(int64_t elements_per_item) {

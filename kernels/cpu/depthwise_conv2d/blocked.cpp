@@ -28,9 +28,7 @@ void depthwise_forward_blocked(const conv::DepthwisePlan& p) {
     const scalar_t* b = p.bias.defined() ? p.bias.const_data_ptr<scalar_t>() : nullptr;
     depthwise_impl::forward_blocked<scalar_t, at::opmath_type<scalar_t>>(
         p.x.const_data_ptr<scalar_t>(), p.weight.const_data_ptr<scalar_t>(), b, p.out.data_ptr<scalar_t>(),
-        sizes_of(p), p.w, [](int64_t begin, int64_t end, int64_t grain, const auto& fn) {
-          at::parallel_for(begin, end, grain, fn);
-        });
+        sizes_of(p), p.w, kParallelFor);
   });
 }
 

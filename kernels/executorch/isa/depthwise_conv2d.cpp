@@ -26,9 +26,7 @@ void depthwise_forward(KernelRuntimeContext& ctx, const Tensor& x, const Tensor&
     depthwise_impl::forward_blocked<scalar_t, opmath_t<scalar_t>>(
         x.const_data_ptr<scalar_t>(), weight.const_data_ptr<scalar_t>(),
         bias ? bias->const_data_ptr<scalar_t>() : nullptr, out.mutable_data_ptr<scalar_t>(), sizes_of(x, w), w,
-        [](int64_t begin, int64_t end, int64_t grain, const auto& fn) {
-          ::executorch::extension::parallel_for(begin, end, grain, fn);
-        });
+        kParallelFor);
   });
 }
 

@@ -15,10 +15,7 @@ namespace {
 
 template <typename F, typename scalar_t, std::size_t... I>
 void map_forward(const Tensor* const* inputs, Tensor& out, std::index_sequence<I...>) {
-  const auto parallel_for = [](int64_t begin, int64_t end, int64_t grain, const auto& fn) {
-    ::executorch::extension::parallel_for(begin, end, grain, fn);
-  };
-  pw::map_dense(parallel_for, std::array<scalar_t*, 1>{out.mutable_data_ptr<scalar_t>()}, out.numel(),
+  pw::map_dense(kParallelFor, std::array<scalar_t*, 1>{out.mutable_data_ptr<scalar_t>()}, out.numel(),
                 pw::ForwardMap<F>{}, inputs[I]->const_data_ptr<scalar_t>()...);
 }
 
