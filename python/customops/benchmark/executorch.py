@@ -18,7 +18,7 @@ of customops on the device.
 
 ``--depthwise``: depthwise_conv2d alone on shapes of the layers networks have (3x3 to 7x7, strided), each lowered
 with XNNPACK by the decomposition and with every call on customops' kernel (whatever the filter's width, which
-the default route weighs: customops.executorch.conv), the two programs taking turns round by round.
+the default route weighs: customops.executorch.conv), the two programs taking turns call by call.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import torch
 import customops
 import customops.executorch as et_routes
 
-from .models import device_name
+from .models import device_name, interleaved_ms
 from .report import columns, markdown_table
 from .table import TABLE
 from .timing import median_ms
@@ -83,24 +83,12 @@ def rows(scale: int, repeats: int):
         yield entry.name, shape, et_routes.routes()[entry.name], t
 
 
+# Calls of each program, one at a time, the two taking turns (ABBA).
+DEPTHWISE_CALLS = 150
 # (N, C, H, W, filter, stride): the demo's layer with a multiplier of 1, MobileNet's, EfficientNet's and ConvNeXt's.
 DEPTHWISE_SHAPES = ((16, 8, 33, 31, 7, 1), (1, 64, 28, 28, 7, 1), (8, 32, 56, 56, 3, 1), (4, 16, 32, 32, 3, 2),
                     (1, 96, 48, 48, 3, 1), (4, 32, 16, 16, 3, 2), (1, 120, 14, 14, 5, 1), (1, 144, 24, 24, 3, 2),
                     (1, 384, 6, 6, 3, 1), (1, 32, 56, 56, 5, 2))
-
-
-def _interleaved_ms(methods, inputs, rounds: int = 15, calls: int = 10):
-    import statistics
-    import time
-
-    times = [[] for _ in methods]
-    for _ in range(rounds):
-        for i, method in enumerate(methods):
-            start = time.perf_counter()
-            for _ in range(calls):
-                method.execute(inputs)
-            times[i].append((time.perf_counter() - start) / calls * 1e3)
-    return [statistics.median(t) for t in times]
 
 
 def depthwise_rows():
@@ -124,7 +112,8 @@ def depthwise_rows():
             finally:
                 conv.KERNEL_WHEN["depthwise_conv2d"] = conv.depthwise_uses_kernel
         methods = [Runtime.get().load_program(b).load_method("forward") for b in programs]
-        xnnpack_ms, kernel_ms = _interleaved_ms(methods, [x])
+        xnnpack_ms, kernel_ms = interleaved_ms([lambda m=m: m.execute([x]) for m in methods], CPU, warmup=3,
+                                               repeats=DEPTHWISE_CALLS)
         default = "kernel" if et_routes.uses_kernel("depthwise_conv2d", x, module.weight, module.bias, module.stride,
                                                      module.padding, module.dilation) else "decomposition"
         yield (f"{n}x{c}x{h}x{w}", f"{k}x{k}", str(s), default, f"{xnnpack_ms:.3f}", f"{kernel_ms:.3f}",
@@ -175,7 +164,7 @@ def _depthwise_table(markdown) -> int:
         preamble = (f"`python -m customops.benchmark.executorch --depthwise` on {device_name(CPU)}, "
                     f"{datetime.date.today()}, torch {torch.__version__}, executorch {et_version.__version__}: "
                     "depthwise_conv2d alone (bias, padding k // 2, float32), the "
-                    "median over 15 interleaved rounds of 10 calls of each program.")
+                    f"median of {DEPTHWISE_CALLS} calls of each program, one at a time, the two taking turns.")
         with open(markdown, "w") as f:
             f.write(markdown_table(preamble, header, cells))
     return 0

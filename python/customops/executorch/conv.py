@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import torch
 
+from ..inductor.conv import _pair
 from ..litert import conv as _litert
 
 DECOMPOSITIONS = dict(_litert.DECOMPOSITIONS)
@@ -20,10 +21,6 @@ _BUFFER_BYTES = 16 << 20
 
 def _ints(*values) -> bool:
     return all(isinstance(v, int) for v in values)
-
-
-def _pair(v) -> tuple:
-    return (v, v) if isinstance(v, int) else tuple(v)
 
 
 def depthwise_takes_kernel(input, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1)) -> bool:
@@ -52,9 +49,9 @@ def depthwise_takes_kernel(input, weight, bias=None, stride=(1, 1), padding=(0, 
 
 
 # XNNPACK's own depthwise kernels take filters of up to 25 taps (3x3, 5x5) in one pass and run them about as fast
-# as customops' (0.6-1.24x its time, op alone), and a call left to customops' kernel splits XNNPACK's partition:
+# as customops' (0.72-1.23x its time, op alone), and a call left to customops' kernel splits XNNPACK's partition:
 # in a network that cost more than the op gained (MobileNetV2, all its 3x3 layers on the kernel: 1.92x the time of
-# its twin). Wider filters take XNNPACK 7-8x customops' time (docs/deploy.md).
+# its twin). Wider filters take XNNPACK 5-8x customops' time (docs/deploy.md).
 _XNNPACK_ONE_PASS_TAPS = 25
 
 
