@@ -24,7 +24,7 @@
 
 namespace customops::depthwise_impl {
 
-// The sizes of a depthwise forward: input N x C x H x W, output N x C x out_h x out_w (channel multiplier 1).
+// The sizes of a depthwise forward: input N x C x H x W, output planes of out_h x out_w.
 struct Sizes {
   int64_t N, C, H, W, out_h, out_w;
 };

@@ -1,7 +1,6 @@
 // depthwise_conv2d.out for ExecuTorch's runtime: the checks of kernels/conv2d.h on ExecuTorch's tensors, then the
-// blocked forward of kernels/core/depthwise_conv2d.h (isa/depthwise_conv2d.cpp), as libtorch's CPU kernel runs
-// it. Calls it does not take (a channel multiplier, few channels) are lowered by their decomposition instead
-// (customops.executorch.conv decides, with the same condition).
+// CPU forward of kernels/core/ (isa/depthwise_conv2d.cpp), as libtorch's CPU kernel runs it, for NCHW tensors
+// (customops.executorch.conv lowers others by their decomposition).
 #include "kernels/executorch/common.h"
 #include "kernels/executorch/isa.h"
 #include "kernels/executorch/window.h"
@@ -39,10 +38,7 @@ Tensor& depthwise_conv2d_out(KernelRuntimeContext& ctx, const Tensor& input, con
   CUSTOMOPS_ET_CHECK(ctx, contiguous(input) && contiguous(weight) && (!b || contiguous(*b)) && contiguous(out), out,
                      "depthwise_conv2d", "expected input, weight, bias and out in the default dim order");
   CUSTOMOPS_ET_CHECK(ctx, CUSTOMOPS_ET_KERNEL(depthwise_takes)(input, w, O / C), out, "depthwise_conv2d",
-                     "ExecuTorch's kernel takes a channel multiplier of 1 and at least 3/4 of a vector's channels "
-                     "(got %zd channels, multiplier %zd): customops.executorch lowers other calls by their "
-                     "decomposition",
-                     ssize_t(C), ssize_t(O / C));
+                     "padding and dilation too large: the zero-padded plane that the kernel stages overflows int64");
   const SizesType sizes[4] = {SizesType(N), SizesType(O), SizesType(fold::window_count(H, w.kh, w.dh, w.ph, w.sh)),
                               SizesType(fold::window_count(W, w.kw, w.dw, w.pw, w.sw))};
   CUSTOMOPS_ET_CHECK(ctx, ::executorch::runtime::resize_tensor(out, {sizes, 4}) == ::executorch::runtime::Error::Ok,

@@ -18,8 +18,8 @@ namespace customops::executorch_kernels {
   }
 
 CUSTOMOPS_ET_DECLARE(
-    // Whether depthwise_forward takes a call with this input, window and channel multiplier m: the condition of
-    // kernels/core/depthwise_conv2d.h's blocked forward (customops.executorch.conv mirrors it when lowering).
+    // Whether depthwise_forward takes a call with this input, window and channel multiplier m: every call whose
+    // zero-padded plane (kernels/core/depthwise_conv2d_rows.h) fits int64, as libtorch's CPU kernel.
     bool depthwise_takes(const Tensor& x, const fold::Window& w, int64_t m);
     // out (resized) = depthwise_conv2d(x, weight, bias) for a call depthwise_takes.
     void depthwise_forward(KernelRuntimeContext& ctx, const Tensor& x, const Tensor& weight, const Tensor* bias,

@@ -158,13 +158,13 @@ def test_a_kernel_routed_op_takes_the_kernel_only_where_the_decomposition_is_not
 
 @needs_kernels
 @pytest.mark.parametrize("channels, multiplier, filter_size, layout, kernel", [
-    (16, 1, 7, torch.contiguous_format, True),
-    (6, 1, 9, torch.contiguous_format, True),  # 6 of 8 lanes: the fewest channels the kernel takes
-    (5, 1, 7, torch.contiguous_format, False),
+    (16, 1, 7, torch.contiguous_format, True),  # blocked over channels
+    (5, 1, 9, torch.contiguous_format, True),  # too few channels to block: the row kernel
     (16, 1, 5, torch.contiguous_format, False),  # XNNPACK's one-pass filters stay delegated
-    (16, 2, 7, torch.contiguous_format, False),
+    (16, 2, 7, torch.contiguous_format, True),  # a channel multiplier: the row kernel
+    (16, 2, 3, torch.contiguous_format, False),
     (16, 1, 7, torch.channels_last, False),
-], ids=["7x7", "6_channels", "5_channels", "5x5", "multiplier", "channels_last"])
+], ids=["7x7", "5_channels", "5x5", "multiplier", "multiplier_3x3", "channels_last"])
 def test_depthwise_takes_the_kernel_by_default_only_for_wide_filters(channels, multiplier, filter_size, layout,
                                                                      kernel):
     module = customops.DepthwiseConv2d(channels, channels * multiplier, filter_size, padding=filter_size // 2).eval()
@@ -184,12 +184,14 @@ def test_depthwise_takes_the_kernel_by_default_only_for_wide_filters(channels, m
 def test_the_depthwise_benchmark_times_both_programs(monkeypatch, tmp_path):
     from customops.benchmark import executorch as bench
 
-    monkeypatch.setattr(bench, "DEPTHWISE_SHAPES", ((1, 8, 9, 10, 7, 1), (1, 8, 9, 10, 3, 2)))
+    monkeypatch.setattr(bench, "DEPTHWISE_SHAPES", ((1, 8, 9, 10, 7, 1, 1), (1, 8, 9, 10, 3, 2, 1),
+                                                    (1, 3, 9, 10, 7, 1, 2)))
     out = tmp_path / "depthwise.md"
     assert bench.main(["--depthwise", "--markdown", str(out)]) == 0
-    rows = [line.split(" | ") for line in out.read_text().splitlines() if line.startswith("| 1x8")]
-    assert [(r[1], r[3]) for r in rows] == [("7x7", "kernel"), ("3x3", "decomposition")]
-    assert all(float(r[4]) > 0 and float(r[5]) > 0 for r in rows)
+    rows = [line.split(" | ") for line in out.read_text().splitlines() if line.startswith("| 1x")]
+    assert [(r[1], r[3], r[4]) for r in rows] == [("7x7", "1", "kernel"), ("3x3", "1", "decomposition"),
+                                                  ("7x7", "2", "kernel")]
+    assert all(float(r[5]) > 0 and float(r[6]) > 0 for r in rows)
     # The measurement set the width threshold aside and put it back.
     from customops.executorch import conv
 

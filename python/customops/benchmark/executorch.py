@@ -85,10 +85,13 @@ def rows(scale: int, repeats: int):
 
 # Calls of each program, one at a time, the two taking turns (ABBA).
 DEPTHWISE_CALLS = 150
-# (N, C, H, W, filter, stride): the demo's layer with a multiplier of 1, MobileNet's, EfficientNet's and ConvNeXt's.
-DEPTHWISE_SHAPES = ((16, 8, 33, 31, 7, 1), (1, 64, 28, 28, 7, 1), (8, 32, 56, 56, 3, 1), (4, 16, 32, 32, 3, 2),
-                    (1, 96, 48, 48, 3, 1), (4, 32, 16, 16, 3, 2), (1, 120, 14, 14, 5, 1), (1, 144, 24, 24, 3, 2),
-                    (1, 384, 6, 6, 3, 1), (1, 32, 56, 56, 5, 2))
+# (N, C, H, W, filter, stride, channel multiplier): the demo's layer, MobileNet's, EfficientNet's and ConvNeXt's,
+# and layers with a multiplier or few channels (the row kernel's calls; the others run blocked over channels).
+DEPTHWISE_SHAPES = ((16, 8, 33, 31, 7, 1, 1), (1, 64, 28, 28, 7, 1, 1), (8, 32, 56, 56, 3, 1, 1),
+                    (4, 16, 32, 32, 3, 2, 1), (1, 96, 48, 48, 3, 1, 1), (4, 32, 16, 16, 3, 2, 1),
+                    (1, 120, 14, 14, 5, 1, 1), (1, 144, 24, 24, 3, 2, 1), (1, 384, 6, 6, 3, 1, 1),
+                    (1, 32, 56, 56, 5, 2, 1), (16, 8, 33, 31, 7, 1, 2), (4, 32, 28, 28, 3, 1, 2),
+                    (4, 32, 28, 28, 5, 1, 2), (8, 4, 56, 56, 7, 1, 1), (8, 4, 56, 56, 3, 1, 1), (1, 3, 112, 112, 3, 2, 4))
 
 
 def depthwise_rows():
@@ -99,8 +102,8 @@ def depthwise_rows():
 
     et_routes.load_kernels()
     torch.manual_seed(0)
-    for n, c, h, w, k, s in DEPTHWISE_SHAPES:
-        module = customops.DepthwiseConv2d(c, c, k, stride=s, padding=k // 2).eval()
+    for n, c, h, w, k, s, m in DEPTHWISE_SHAPES:
+        module = customops.DepthwiseConv2d(c, c * m, k, stride=s, padding=k // 2).eval()
         x = torch.randn(n, c, h, w)
         programs = []
         for route, when in (("decomposition", conv.depthwise_uses_kernel), ("kernel", conv.depthwise_takes_kernel)):
@@ -116,7 +119,7 @@ def depthwise_rows():
                                                repeats=DEPTHWISE_CALLS)
         default = "kernel" if et_routes.uses_kernel("depthwise_conv2d", x, module.weight, module.bias, module.stride,
                                                      module.padding, module.dilation) else "decomposition"
-        yield (f"{n}x{c}x{h}x{w}", f"{k}x{k}", str(s), default, f"{xnnpack_ms:.3f}", f"{kernel_ms:.3f}",
+        yield (f"{n}x{c}x{h}x{w}", f"{k}x{k}", str(s), str(m), default, f"{xnnpack_ms:.3f}", f"{kernel_ms:.3f}",
                f"{kernel_ms / xnnpack_ms:.2f}")
 
 
@@ -151,7 +154,7 @@ def main(argv=None) -> int:
 
 
 def _depthwise_table(markdown) -> int:
-    header = ("input", "filter", "stride", "default route", "decomposed+xnnpack ms", "kernel ms",
+    header = ("input", "filter", "stride", "multiplier", "default route", "decomposed+xnnpack ms", "kernel ms",
               "kernel / decomposed+xnnpack")
     cells = []
     for row in depthwise_rows():

@@ -1,6 +1,6 @@
 """conv2d and depthwise_conv2d: ``aten.convolution`` (customops.litert's decompositions), which XNNPACK runs; and
-for depthwise_conv2d customops' blocked CPU forward in ExecuTorch's runtime (kernels/executorch/depthwise_conv2d.cpp,
-the kernel of kernels/core/depthwise_conv2d.h that libtorch's CPU kernel runs), on the calls it takes."""
+for depthwise_conv2d customops' CPU forward in ExecuTorch's runtime (kernels/executorch/depthwise_conv2d.cpp, the
+kernels of kernels/core/ that libtorch's CPU kernel runs), on the calls it takes."""
 
 from __future__ import annotations
 
@@ -11,12 +11,10 @@ from ..litert import conv as _litert
 
 DECOMPOSITIONS = dict(_litert.DECOMPOSITIONS)
 
-# The blocked forward's condition (kernels/core/depthwise_conv2d.h, blocked_applies): a vector of V channels per
-# task (8 floats; 4 doubles), at least 3/4 of its lanes busy, a channel multiplier of 1, and a task's buffer of V
-# padded planes within 16 MiB. P output pixels a block.
-_LANES = {torch.float64: 4, torch.float32: 8, torch.float16: 8, torch.bfloat16: 8}
-_PIXELS = 8
-_BUFFER_BYTES = 16 << 20
+# A task's zero-padded input plane past this size goes to the decomposition: the kernel stages one plane a task
+# (kernels/core/depthwise_conv2d_rows.h), which for a huge padding or dilation would not fit in memory.
+_PLANE_BYTES = 1 << 30
+_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16)
 
 
 def _ints(*values) -> bool:
@@ -25,27 +23,21 @@ def _ints(*values) -> bool:
 
 def depthwise_takes_kernel(input, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1)) -> bool:
     """Whether customops' ExecuTorch kernel runs this call (the others are decomposed): 4-D input of a floating
-    dtype in the default (NCHW) dim order, channel multiplier 1, enough channels to fill the vectors, static
-    sizes."""
-    lanes = _LANES.get(input.dtype)
+    dtype in the default (NCHW) dim order, static sizes, and a zero-padded plane of at most 1 GiB."""
     # ExecuTorch keeps a channels_last input's dim order; the kernel reads the default one.
-    if lanes is None or input.dim() != 4 or weight.dim() != 4 or not input.is_contiguous():
+    if input.dtype not in _DTYPES or input.dim() != 4 or weight.dim() != 4 or not input.is_contiguous():
         return False
     (N, C, H, W), (O, _, kh, kw) = input.shape, weight.shape
     stride, padding, dilation = _pair(stride), _pair(padding), _pair(dilation)
-    if not _ints(N, C, H, W, O, kh, kw, *stride, *padding, *dilation) or C == 0 or O != C:
-        return False
-    blocks = -(-C // lanes)
-    if 4 * C < 3 * blocks * lanes:
+    if not _ints(N, C, H, W, O, kh, kw, *stride, *padding, *dilation) or C == 0 or O % C:
         return False
     (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
     out_h = (H + 2 * ph - dh * (kh - 1) - 1) // sh + 1
     out_w = (W + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-    out_wp = -(-out_w // _PIXELS) * _PIXELS
     rows = (out_h - 1) * sh + (kh - 1) * dh + 1
-    cols = (out_wp - 1) * sw + (kw - 1) * dw + 1
+    cols = (out_w - 1) * sw + (kw - 1) * dw + 1
     opmath_bytes = 8 if input.dtype == torch.float64 else 4
-    return rows * cols * lanes * opmath_bytes <= _BUFFER_BYTES
+    return rows * (cols + 64) * opmath_bytes <= _PLANE_BYTES
 
 
 # XNNPACK's own depthwise kernels take filters of up to 25 taps (3x3, 5x5) in one pass and run them about as fast
