@@ -80,6 +80,8 @@ def _lower_and_run(op: OpInfo, route: str, delegate: bool, sample, dtype=torch.f
         want = module(*inputs)
     with customops.executorch.use_route(op.name, route):
         takes_kernel = customops.executorch.uses_kernel(op.name, *sample.args, **sample.kwargs)
+        # Calls XNNPACK runs as a node of its own leave no customops op, whatever the route.
+        takes_kernel &= not (delegate and customops.executorch.xnnpack_takes(op.name, *sample.args, **sample.kwargs))
         exported = torch.export.export(module, tuple(inputs))
         program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()] if delegate else None)
         program = program.to_executorch()
@@ -198,6 +200,63 @@ def test_the_depthwise_benchmark_times_both_programs(monkeypatch, tmp_path):
     assert conv.KERNEL_WHEN["depthwise_conv2d"] is conv.depthwise_uses_kernel
 
 
+class _ResizeBetweenConvs(torch.nn.Module):
+    """An asymmetric resize of the input itself (NCHW from the program's input), then one between convolutions
+    (whose outputs XNNPACK keeps NHWC)."""
+
+    def __init__(self, layout_probe: bool = False):
+        super().__init__()
+        self.first = customops.UpsampleBilinear2d(size=(13, 9), coordinate_mode="asymmetric")
+        self.conv = torch.nn.Conv2d(3, 5, 3, padding=1)
+        self.second = customops.UpsampleBilinear2d(scale_factor=2, coordinate_mode="asymmetric")
+        self.out = torch.nn.Conv2d(5, 4, 1)
+
+    def forward(self, x):
+        return self.out(self.second(torch.relu(self.conv(self.first(x)))))
+
+
+def _call_targets(program) -> set:
+    return {str(n.target) for n in program.exported_program().graph.nodes if n.op == "call_function"}
+
+
+@pytest.mark.parametrize("route", ["decomposition", "kernel"])
+@pytest.mark.parametrize("layout", [torch.contiguous_format, torch.channels_last], ids=["nchw", "channels_last"])
+def test_xnnpack_runs_asymmetric_resizes_as_its_own_legacy_mode_resize(route, layout):
+    if route == "kernel" and customops.executorch.kernel_library() is None:
+        pytest.skip("needs libcustomops_executorch.so")
+    torch.manual_seed(0)
+    module = _ResizeBetweenConvs().eval()
+    x = torch.randn(2, 3, 6, 7).contiguous(memory_format=layout)
+    with customops.executorch.use_route("upsample_bilinear2d", route):
+        program = to_edge_transform_and_lower(torch.export.export(module, (x,)),
+                                              partitioner=[XnnpackPartitioner()]).to_executorch()
+    # One delegate call: no padding, crop or resize left outside XNNPACK.
+    assert _call_targets(program) <= {"executorch_call_delegate", "<built-in function getitem>"}, \
+        _call_targets(program)
+    (got,) = _run(program, [x])
+    want = module(x)
+    assert (got - want).abs().max() <= 1e-5 * (want.max() - want.min())
+
+
+def test_xnnpack_leaves_the_resizes_it_does_not_take_to_their_route():
+    # float64 (XNNPACK's resize is float32) and half_pixel (decomposed into aten.upsample_bilinear2d.vec first).
+    from customops.executorch import upsample
+
+    x = torch.randn(1, 2, 5, 7)
+    assert upsample.xnnpack_takes(x, [9, 11], "asymmetric")
+    assert not upsample.xnnpack_takes(x.double(), [9, 11], "asymmetric")
+    assert not upsample.xnnpack_takes(x, [9, 11], "half_pixel")
+    assert not upsample.xnnpack_takes(x[0], [9, 11], "asymmetric")
+    module = customops.UpsampleBilinear2d(size=(9, 11), coordinate_mode="asymmetric").eval()
+    program = to_edge_transform_and_lower(torch.export.export(module.double(), (x.double(),)),
+                                          partitioner=[XnnpackPartitioner()]).to_executorch()
+    targets = _call_targets(program)
+    assert "executorch_call_delegate" not in targets and any("upsample_bilinear2d" in t for t in targets), targets
+    (got,) = _run(program, [x.double()])
+    # (ExecuTorch's portable resize computes its coordinates in float32, whatever the dtype.)
+    torch.testing.assert_close(got, module(x.double()), rtol=1e-5, atol=1e-5)
+
+
 def test_set_route_refuses_what_does_not_exist_and_restores_the_default():
     with pytest.raises(ValueError, match="route must be one of"):
         customops.executorch.set_route("col2im", "xnnpack")
@@ -283,7 +342,8 @@ def test_the_report_names_each_ops_route():
     with customops.executorch.use_route("upsample_bilinear2d", "kernel"):
         report = customops.deploy.check(resizes, (torch.randn(1, 2, 4, 4),), runtime="executorch")
     assert report.ok, report
-    assert [p.onnx for p in report.ops] == ["decomposed (core ATen)", "customops kernel (upsample_bilinear2d.out)"]
+    assert [p.onnx for p in report.ops] == [
+        "decomposed (core ATen)", "XNNPACK's own node with its delegate, else customops kernel (upsample_bilinear2d.out)"]
 
 
 def test_a_wrong_decomposition_is_a_mismatch(monkeypatch):

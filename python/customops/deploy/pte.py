@@ -106,7 +106,7 @@ def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], 
 
 def route(node: torch.fx.Node) -> str:
     """How programs lowered now run the customops op call ``node`` (of an exported program): customops' kernel, or
-    its decomposition."""
+    its decomposition; and where XNNPACK's partitioner takes the call as a node of its own, that first."""
     from torch.utils._pytree import tree_map
 
     from .. import executorch as customops_executorch
@@ -114,6 +114,8 @@ def route(node: torch.fx.Node) -> str:
     args, kwargs = tree_map(lambda a: a.meta.get("val") if isinstance(a, torch.fx.Node) else a,
                             (node.args, node.kwargs))
     op = node.target._opname
-    if customops_executorch.uses_kernel(op, *args, **kwargs):
-        return f"customops kernel ({op}.out)"
-    return "decomposed (core ATen)"
+    by_route = (f"customops kernel ({op}.out)" if customops_executorch.uses_kernel(op, *args, **kwargs)
+                else "decomposed (core ATen)")
+    if customops_executorch.xnnpack_takes(op, *args, **kwargs):
+        return f"XNNPACK's own node with its delegate, else {by_route}"
+    return by_route

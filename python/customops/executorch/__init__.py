@@ -15,8 +15,9 @@ here; a C++ app links it). ``routes()`` tells each op's route; ``set_route`` cha
 runtime without customops' kernels.
 
 One module per family, discovered: each defines ``DECOMPOSITIONS`` (op name -> a function of core ATen
-operations) and may define ``KERNELS`` (op name -> its default route, for the ops customops' kernels run) and
-``KERNEL_WHEN`` (op name -> whether a call on the kernel route takes the kernel). A family without a module here
+operations) and may define ``KERNELS`` (op name -> its default route, for the ops customops' kernels run),
+``KERNEL_WHEN`` (op name -> whether a call on the kernel route takes the kernel) and ``XNNPACK`` (op name -> a node
+of XNNPACK's own that computes the calls it takes exactly, where no core-ATen operator does: ``_xnnpack``). A family without a module here
 takes customops.litert's decompositions (TF-Lite's converter also needs core ATen operations), which takes
 Inductor's where it has none.
 """
@@ -35,10 +36,11 @@ import torch
 
 from .._families import family_modules, short_name, synthesized
 from .._import_hook import when_imported
+from . import _xnnpack
 from ._tensors import load_tensors, save_tensors
 
 __all__ = ["decompositions", "install", "is_registered", "kernel_library", "kernel_ops", "load_kernels",
-           "load_tensors", "routes", "save_tensors", "set_route", "use_route", "uses_kernel"]
+           "load_tensors", "routes", "save_tensors", "set_route", "use_route", "uses_kernel", "xnnpack_takes"]
 
 _log = logging.getLogger("customops.executorch")
 _PROGRAM = "executorch.exir.program._program"
@@ -146,6 +148,13 @@ def uses_kernel(op: str, *args, **kwargs) -> bool:
     return when is None or bool(when(*args, **kwargs))
 
 
+def xnnpack_takes(op: str, *args, **kwargs) -> bool:
+    """Whether XNNPACK's partitioner, where it lowers the program, runs a call of `op` with these arguments as a
+    node of XNNPACK's own (its family's ``XNNPACK``), whatever the op's route."""
+    entry = _xnnpack.entries().get(op)
+    return entry is not None and bool(entry.takes(*args, **kwargs))
+
+
 def _unless_kernel(when: Callable, fn: Callable) -> Callable:
     # NotImplemented from a decomposition leaves the call as it is (torch's tracer): it becomes the out variant.
     def decomposition(*args, **kwargs):
@@ -200,5 +209,7 @@ def is_registered() -> bool:
 
 
 def install() -> None:
-    """Registers with ExecuTorch when its program module is first imported (now, if it already is)."""
+    """Registers with ExecuTorch when its program module is first imported (now, if it already is), and with its
+    XNNPACK backend when that is (the families' ``XNNPACK`` nodes: _xnnpack)."""
     when_imported(_PROGRAM, _register)
+    _xnnpack.install()
