@@ -343,7 +343,8 @@ def test_the_report_names_each_ops_route():
         report = customops.deploy.check(resizes, (torch.randn(1, 2, 4, 4),), runtime="executorch")
     assert report.ok, report
     assert [p.onnx for p in report.ops] == [
-        "decomposed (core ATen)", "XNNPACK's own node with its delegate, else customops kernel (upsample_bilinear2d.out)"]
+        "decomposed (core ATen)",
+        "XNNPACK's own node with its delegate, else customops kernel (upsample_bilinear2d.out)"]
 
 
 def test_a_wrong_decomposition_is_a_mismatch(monkeypatch):

@@ -17,9 +17,9 @@ runtime without customops' kernels.
 One module per family, discovered: each defines ``DECOMPOSITIONS`` (op name -> a function of core ATen
 operations) and may define ``KERNELS`` (op name -> its default route, for the ops customops' kernels run),
 ``KERNEL_WHEN`` (op name -> whether a call on the kernel route takes the kernel) and ``XNNPACK`` (op name -> a node
-of XNNPACK's own that computes the calls it takes exactly, where no core-ATen operator does: ``_xnnpack``). A family without a module here
-takes customops.litert's decompositions (TF-Lite's converter also needs core ATen operations), which takes
-Inductor's where it has none.
+of XNNPACK's own that computes the calls it takes exactly, where no core-ATen operator does: ``_xnnpack``). A
+family without a module here takes customops.litert's decompositions (TF-Lite's converter also needs core ATen
+operations), which takes Inductor's where it has none.
 """
 
 from __future__ import annotations

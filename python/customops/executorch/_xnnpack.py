@@ -122,7 +122,8 @@ def _add_channels_last(module) -> None:
 
     for op, entry in entries().items():
         if entry.nhwc:
-            module.ChannelsLastTaggedReshapePass.memory_sensitive_ops_nhwc.add(getattr(exir_ops.edge.customops, op).default)
+            nhwc_ops = module.ChannelsLastTaggedReshapePass.memory_sensitive_ops_nhwc
+            nhwc_ops.add(getattr(exir_ops.edge.customops, op).default)
             _ready["nhwc"].add(op)
 
 
