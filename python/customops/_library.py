@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import sys
@@ -93,13 +94,40 @@ def _load() -> None:
             f"{torch.__version__}. A compiled customops works only with the torch it was built against. "
             f"Rebuild it for this torch: {_rebuild_command()} (or install torch=={built_for.split('+')[0]})."
         )
+    stale = _older_than_build(Path(path), build_info())
+    if stale is not None and _source_checkout() is not None:
+        # A build that no install followed (`cmake --build` in an editable install's build folder): loading would
+        # test the code of before the rebuild, silently.
+        raise ImportError(
+            f"customops: {path} is older than the library built in its build folder, {stale}: Python would run "
+            f"the code of before that build. Install what was built: scripts/build.sh in {_source_checkout()} "
+            f"(it rebuilds through pip's editable install, into the same build folder), or pip install "
+            f"--no-build-isolation --no-deps -e {_source_checkout()} -C build-dir={stale.parent}; or set "
+            f"CUSTOMOPS_LIBRARY={stale} to load the build folder's.")
     torch.ops.load_library(path)
+
+
+def _older_than_build(path: Path, info: dict) -> Path | None:
+    """The library of the build folder `path` was built in (build_info.json's build_dir) where it is newer than
+    `path` and differs from it: what a rebuild left there without installing it; else None."""
+    built = Path(info.get("build_dir") or "") / "libcustomops.so"
+    if not info.get("build_dir") or not built.is_file() or built.resolve() == path.resolve():
+        return None
+    if built.stat().st_mtime <= path.stat().st_mtime or filecmp.cmp(built, path, shallow=False):
+        return None
+    return built
+
+
+def _source_checkout() -> Path | None:
+    """The source checkout this package is used from (an editable install, or PYTHONPATH=python), or None."""
+    source = Path(__file__).resolve().parents[2]
+    return source if (source / "pyproject.toml").exists() and (source / "scripts" / "build.sh").exists() else None
 
 
 def _rebuild_command() -> str:
     """How to rebuild against the torch of this interpreter, for the error message above."""
-    source = Path(__file__).resolve().parents[2]
-    if (source / "pyproject.toml").exists() and (source / "scripts" / "build.sh").exists():
+    source = _source_checkout()
+    if source is not None:
         # A source checkout: the package is used from the tree, built by the scripts or pip -e.
         return (f"pip install --no-build-isolation --no-deps -e {source}  "
                 f"(or scripts/build.sh in {source})")
