@@ -9,6 +9,7 @@ import os
 import pytest
 import torch
 from torch._dynamo.testing import CompileCounterWithBackend
+from torch._dynamo.utils import counters
 
 from conftest import HAS_CUDA, requires_cuda
 from op_db import OP_DB, OpInfo, SampleInput
@@ -269,14 +270,23 @@ def test_every_op_leaves_inductor_free_to_choose_layouts():
             assert torch.Tag.flexible_layout in overload.tags, overload
 
 
+def _graphs_compiled() -> int:
+    """The graphs Dynamo has compiled in this process: one per frame, and one more per recompile. Not the calls of
+    the backend, which a restart of the analysis repeats within one compile: under dynamic=True a float argument of
+    a custom op is symbolic, Inductor's _tensorify_python_scalars cannot keep it so and compiles the frame again
+    with the float specialized (torch 2.15), which a backend's counter (CompileCounter.frame_count) takes for a
+    second compile."""
+    return counters["stats"]["unique_graphs"]
+
+
 @pytest.mark.parametrize("op,device", list(op_device_params()))
 def test_compile_fullgraph_dynamic(op: OpInfo, device):
     """One graph (no break, no recompile) serves several sizes, forward and backward, in the op's widest float
     dtype: float64's tolerances catch a size-derived scalar that the generated code computes in float32."""
-    counter = CompileCounterWithBackend("inductor")
     torch._dynamo.reset()
-    compiled = torch.compile(op.op, fullgraph=True, dynamic=True, backend=counter)
+    compiled = torch.compile(op.op, fullgraph=True, dynamic=True)
     dtype = torch.float64 if torch.float64 in op.dtypes[device] else torch.float32
+    before = _graphs_compiled()
     for sample in op.dynamic_samples(device, dtype):
         eager_in = [t.detach().requires_grad_(t.is_floating_point()) for t in sample.tensors()]
         comp_in = [t.detach().requires_grad_(t.is_floating_point()) for t in sample.tensors()]
@@ -293,7 +303,34 @@ def test_compile_fullgraph_dynamic(op: OpInfo, device):
         got = [t for t in comp_in if t.requires_grad]
         for g, w in zip(torch.autograd.grad(actual, got, grad), torch.autograd.grad(expected, want, grad)):
             torch.testing.assert_close(g, w, msg=lambda m: f"{sample.name} (gradient): {m}")
-    assert counter.frame_count == 1, f"compiled {counter.frame_count} times"
+    assert _graphs_compiled() - before == 1, f"compiled {_graphs_compiled() - before} graphs"
+
+
+# An op with a float argument, as a C++ op's `float` reaches Dynamo: what makes Inductor restart its analysis.
+@torch.library.custom_op("customops_tests::scaled", mutates_args=())
+def _scaled(x: torch.Tensor, c: float) -> torch.Tensor:
+    return x * c
+
+
+_scaled.register_fake(lambda x, c: torch.empty_like(x))
+_scaled.register_autograd(lambda ctx, g: (_scaled(g, ctx.c), None),
+                          setup_context=lambda ctx, inputs, output: setattr(ctx, "c", inputs[1]))
+
+
+def test_compile_count_is_graphs_not_restarts():
+    torch._dynamo.reset()
+    backend = CompileCounterWithBackend("inductor")
+    compiled = torch.compile(lambda x, c: _scaled(x, c), fullgraph=True, dynamic=True, backend=backend)
+    before = _graphs_compiled()
+    for n in (5, 7, 9):
+        x = torch.randn(n, dtype=torch.float64, requires_grad=True)
+        compiled(x, 0.5).sum().backward()
+        torch.testing.assert_close(x.grad, torch.full_like(x, 0.5))
+    assert _graphs_compiled() - before == 1, \
+        f"compiled {_graphs_compiled() - before} graphs ({backend.frame_count} calls of the backend)"
+    # A recompile is counted: another dtype is another graph.
+    compiled(torch.randn(5), 0.5)
+    assert _graphs_compiled() - before == 2
 
 
 def _first_nonempty(op: OpInfo, device, dtype=torch.float32) -> SampleInput:
