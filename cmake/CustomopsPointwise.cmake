@@ -1,32 +1,40 @@
-# A pointwise operator is its maths alone: kernels/<name>.h, one struct over kernels/core/pointwise.h. Its CPU
-# and CUDA kernels and its registration are one line each, the same for every such op, so they are written here
-# into the build tree, per header found, instead of three one-line files per op in the source tree.
+# A pointwise operator is its maths alone: kernels/<name>.h, one struct deriving from pw::Formula
+# (kernels/core/pointwise.h). Its CPU and CUDA kernels and its registration are one line each, the same for every
+# such op, so they are written here into the build tree, per header found, instead of three one-line files per op
+# in the source tree.
 #
+#   customops_pointwise_ops_of(<headers> <names var> <structs var>)
 #   customops_pointwise_sources(<cpu sources var> <cuda sources var> <other sources var>)
 #   customops_pointwise_executorch_sources(<per instruction set sources var> <registration sources var>)
 
-# The pointwise ops: for each kernels/<name>.h over kernels/core/pointwise.h, <name> in <names_var> and its struct in
-# <structs_var>, in the same order.
-function(_customops_pointwise_ops names_var structs_var)
-  file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.h)
+# The pointwise ops among <headers>: each header that defines a struct deriving from pw::Formula (at the start of
+# a line, as kernels/<name>.h do), <name> in <names_var> and that struct in <structs_var>, in the same order. What
+# marks an op is the base, not an include of kernels/core/pointwise.h: a header may use the formulas' functions
+# without being an op. The scaffold (customops.dev.new_op) finds the pointwise ops by the same line.
+function(customops_pointwise_ops_of headers names_var structs_var)
   set(names "")
   set(op_structs "")
   foreach(header IN LISTS headers)
-    file(STRINGS ${header} uses REGEX "^#include \"kernels/core/pointwise.h\"")
-    if(NOT uses)
-      continue()
-    endif()
-    file(STRINGS ${header} structs REGEX "^struct [A-Za-z0-9_]+ {")
+    file(STRINGS ${header} structs REGEX "^struct [A-Za-z0-9_]+ : pw::Formula {")
     list(LENGTH structs count)
-    if(NOT count EQUAL 1)
-      message(FATAL_ERROR "customops: ${header} includes kernels/core/pointwise.h, so it is a pointwise op's "
-                          "maths and must define exactly one struct at the start of a line (found ${count})")
+    if(count EQUAL 0)
+      continue()
+    elseif(NOT count EQUAL 1)
+      message(FATAL_ERROR "customops: ${header} defines ${count} structs deriving from pw::Formula; a pointwise "
+                          "op's header (kernels/<op>.h) defines one, the op's")
     endif()
-    string(REGEX REPLACE "^struct ([A-Za-z0-9_]+) {.*" "\\1" op_struct "${structs}")
+    string(REGEX REPLACE "^struct ([A-Za-z0-9_]+) : .*" "\\1" op_struct "${structs}")
     get_filename_component(name ${header} NAME_WE)
     list(APPEND names ${name})
     list(APPEND op_structs ${op_struct})
   endforeach()
+  set(${names_var} ${names} PARENT_SCOPE)
+  set(${structs_var} ${op_structs} PARENT_SCOPE)
+endfunction()
+
+function(_customops_pointwise_ops names_var structs_var)
+  file(GLOB headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/kernels/*.h)
+  customops_pointwise_ops_of("${headers}" names op_structs)
   set(${names_var} ${names} PARENT_SCOPE)
   set(${structs_var} ${op_structs} PARENT_SCOPE)
 endfunction()

@@ -8,7 +8,7 @@ namespace customops {
 // The formulas, written once (kernels/core/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
 // pw::tanh, on numbers (CUDA, the CPU tails), SIMD vectors (the CPU body) and tensors (the double backward), in
 // the kernels' opmath type. The tests compare them with the Python copy, python/customops/pointwise/gelu_tanh_mul.py.
-struct GeluTanhMul {
+struct GeluTanhMul : pw::Formula {
   static constexpr const char* kName = "gelu_tanh_mul";
   static constexpr const char* kInputs[] = {"a", "b"};
 

@@ -5,7 +5,7 @@
 
 namespace customops {
 
-struct QuickGelu {
+struct QuickGelu : pw::Formula {
   static constexpr const char* kName = "quick_gelu";
   static constexpr const char* kInputs[] = {"x"};
 

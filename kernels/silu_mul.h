@@ -5,7 +5,7 @@
 
 namespace customops {
 
-struct SiluMul {
+struct SiluMul : pw::Formula {
   static constexpr const char* kName = "silu_mul";
   static constexpr const char* kInputs[] = {"a", "b"};
 

@@ -102,7 +102,7 @@ inline Plan plan_forward(const at::Tensor& feats, const at::Tensor& points) {
   p.feats = feats.contiguous();
   p.points = kernel_points(feats, points);
   p.points_dtype = points.scalar_type();
-  // scaffold: the result's sizes, allocated | p.out = at::empty({0}, feats.options());
+  // scaffold: the result's sizes, allocated | p.out = at::empty({0}, feats.options());  // TODO(trilinear_interpolation)
   p.N = feats.size(0);
   p.F = feats.size(2);
   p.out = at::empty({p.N, p.F}, feats.options());

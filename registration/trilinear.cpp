@@ -97,7 +97,7 @@ class TrilinearBackwardFunction : public torch::autograd::Function<TrilinearBack
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    // scaffold: the backward op's gradients (the double backward), in ATen operations | TORCH_CHECK(false, "customops::trilinear_interpolation_backward: TODO"); return {};
+    // scaffold: the backward op's gradients (the double backward), in ATen operations | TORCH_CHECK(false, "customops::trilinear_interpolation_backward: TODO(trilinear_interpolation)"); return {};
     const auto &g = saved[0], &feats = saved[1], &points = saved[2];
     const auto mask = ctx->saved_data["mask"].toBoolList();
     at::Tensor upstream[2];
@@ -199,7 +199,7 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("trilinear_interpolation_backward", &customops::trilinear_backward_autograd);
 }
 
-// scaffold: the autocast policy (registration/autocast.h) and why | CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("trilinear_interpolation", "trilinear_interpolation_backward")
+// scaffold: the autocast policy (registration/autocast.h) and why | CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE("trilinear_interpolation", "trilinear_interpolation_backward")  // TODO(trilinear_interpolation)
 // Autocast: no cast. The op takes feats and points of any floating dtypes and
 // runs in feats' (kernels/trilinear.h), so AMP's low-precision feats from a
 // Linear meet float32 points as they are, and the coordinates keep their

@@ -1,7 +1,7 @@
 // Pointwise operators: an op y = f(x1, ..., xN) over tensors of one shape, and its
 // backward op (grad_out, x1, ..., xN) -> (grad_out * df/dx1, ..., grad_out * df/dxN).
 //
-// A family is a struct (kernels/<family>.h) with
+// A family is a struct (kernels/<family>.h) deriving from pw::Formula, with
 //   static constexpr const char* kName;                  the op's name
 //   static constexpr const char* kInputs[N];             its tensor arguments' names
 //   template <class T> static T forward(T x1, ..., T xN);

@@ -52,8 +52,20 @@ C10_HOST_DEVICE inline T sigmoid(const T& x) {
   return Maths<T>::sigmoid(x);
 }
 
+// The base of every pointwise op's struct of formulas (kernels/<op>.h): what makes a header an op's for
+// cmake/CustomopsPointwise.cmake, which writes the op's kernels and registration from it, so that a header that
+// only uses these functions (shared formulas, helpers) is not taken for one.
+struct Formula {};
+
 template <typename F>
-constexpr std::size_t arity = std::extent_v<decltype(F::kInputs)>;
+constexpr std::size_t checked_arity() {
+  static_assert(std::is_base_of_v<Formula, F>,
+                "a pointwise op's struct derives from customops::pw::Formula (cmake/CustomopsPointwise.cmake)");
+  return std::extent_v<decltype(F::kInputs)>;
+}
+
+template <typename F>
+constexpr std::size_t arity = checked_arity<F>();
 
 // The map of the forward op and of the backward op: f(x...), and grad_out * df/dxi for each i.
 template <typename F>

@@ -19,7 +19,7 @@ using trilinear::kCorners;
 
 at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor& points_in) {
   const auto plan = trilinear::plan_forward(feats_in, points_in);
-  // scaffold: the CPU forward kernel | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO"); return plan.out;
+  // scaffold: the CPU forward kernel | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO(trilinear_interpolation)"); return plan.out;
   const at::Tensor &feats = plan.feats, &points = plan.points, &out = plan.out;
   const int64_t N = plan.N, F = plan.F;
   if (out.numel() == 0) return out;
@@ -43,7 +43,7 @@ at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor&
 trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, const at::Tensor& feats_in,
                                                   const at::Tensor& points_in, std::array<bool, 2> output_mask) {
   const auto plan = trilinear::plan_backward(grad_in, feats_in, points_in, output_mask);
-  // scaffold: the CPU backward kernel | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO"); return plan.result();
+  // scaffold: the CPU backward kernel | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO(trilinear_interpolation)"); return plan.result();
   const at::Tensor &grad = plan.grad, &feats = plan.feats, &points = plan.points;
   const at::Tensor &gf = plan.grad_feats, &gp = plan.grad_points;
   const int64_t N = plan.N, F = plan.F;

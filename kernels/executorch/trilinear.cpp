@@ -35,7 +35,7 @@ Tensor& trilinear_interpolation_out(KernelRuntimeContext& ctx, const Tensor& fea
   CUSTOMOPS_ET_CHECK(ctx, ::executorch::runtime::resize_tensor(out, {sizes, 2}) == ::executorch::runtime::Error::Ok,
                      out, "trilinear_interpolation", "could not resize out to (%zd, %zd)", ssize_t(N), ssize_t(F));
   // scaffold-end
-  // scaffold: the kernel: the core's maths over the rows, in parallel | CUSTOMOPS_ET_CHECK(ctx, false, out, "trilinear_interpolation", "TODO: the kernel"); return out;
+  // scaffold: the kernel: the core's maths over the rows, in parallel | CUSTOMOPS_ET_CHECK(ctx, false, out, "trilinear_interpolation", "TODO(trilinear_interpolation): the kernel"); return out;
   if (out.numel() == 0) return out;
   // Points of any floating dtype are read as the accumulation type, the values libtorch's kernel computes with
   // after converting them (kernels/trilinear.h, kernel_points).

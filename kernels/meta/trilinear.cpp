@@ -6,7 +6,7 @@ namespace customops::meta {
 
 at::Tensor trilinear_interpolation(const at::Tensor& feats, const at::Tensor& points) {
   trilinear::check("trilinear_interpolation", feats, points);
-  // scaffold: the result's (symbolic) shape and the strides the kernels give it | return at::empty_symint({0}, feats.options());
+  // scaffold: the result's (symbolic) shape and the strides the kernels give it | return at::empty_symint({0}, feats.options());  // TODO(trilinear_interpolation)
   return at::empty_symint({feats.sym_size(0), feats.sym_size(2)}, feats.options());
   // scaffold-end
 }

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -71,7 +72,7 @@ def test_a_pointwise_op_is_written_for_its_inputs(args, inputs):
     header = text[f"kernels/{NAME}.h"]
     # What cmake/CustomopsPointwise.cmake looks for to write the kernels and the registration.
     assert '#include "kernels/core/pointwise.h"' in header.splitlines()
-    assert re.findall(r"^struct (\w+) {", header, re.M) == ["ScaffoldProbe"]
+    assert new_op.POINTWISE_STRUCT.findall(header) == ["ScaffoldProbe"]
     assert "kInputs[] = {" + ", ".join(f'"{x}"' for x in inputs) + "};" in header
     t_args = ", ".join(f"T {x}" for x in inputs)
     assert f"static T forward({t_args})" in header and f"return {first};" in header
@@ -96,7 +97,7 @@ def test_a_pointwise_op_is_written_for_its_inputs(args, inputs):
     for f in ("forward", "derivatives", "second_derivatives"):
         with pytest.raises(NotImplementedError, match=rf"TODO\({NAME}\)"):
             formulas[f](None, *inputs)
-    assert f"TODO({NAME})" in formulas["COMPILED"][1]
+    assert all(f"TODO({NAME})" in cell for cell in formulas["COMPILED"])  # the choice too: a bool would pass
     opinfo = text[f"tests/python/op_db/{NAME}.py"]
     assert f"reference={NAME}_reference" in opinfo and f"module=customops.ScaffoldProbe" in opinfo
     bench = text[f"python/customops/benchmark/ops/{NAME}.py"]
@@ -128,6 +129,136 @@ def test_the_scaffold_runs_before_the_first_build(tmp_path):
     assert imported.returncode != 0 and "missing.so does not exist" in imported.stderr
 
 
+def test_the_guides_command_runs_on_a_fresh_clone(tmp_path):
+    # A fresh clone's python has neither customops nor torch on its path: a venv without site packages stands for
+    # it. `python -m customops.dev.new_op` cannot run there; the guide's scripts/new_op.py must.
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True)
+    python = str(tmp_path / "venv" / "bin" / "python")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "CUSTOMOPS_LIBRARY", "VIRTUAL_ENV")}
+    bare = subprocess.run([python, "-m", "customops.dev.new_op", NAME, "--inputs", "x", "--dry-run"], env=env,
+                          cwd=tmp_path, capture_output=True, text=True)
+    if bare.returncode == 0:
+        pytest.skip(f"{python} imports customops: not a fresh clone's python")
+    script = ROOT / "scripts" / "new_op.py"
+    assert os.access(script, os.X_OK) and script.read_text().startswith("#!/usr/bin/env python3\n")
+    run = subprocess.run([python, str(script), NAME, "--inputs", "x", "--dry-run"], env=env, cwd=tmp_path,
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert f"new  kernels/{NAME}.h" in run.stdout and not (ROOT / f"kernels/{NAME}.h").exists()
+    guide = (ROOT / "docs/design/adding_an_operator.md").read_text()
+    assert "\nscripts/new_op.py my_op --inputs a,b " in guide
+
+
+PLANS = [*((args, {}) for args, _ in POINTWISE), (["--like", "trilinear_interpolation"], {"executorch": True})]
+
+
+def _write(plan, root: Path) -> dict:
+    """The plan's new files, written under `root` as a checkout that holds only them; relative path -> text."""
+    files = {p.relative_to(ROOT).as_posix(): t for p, t in _new_files(plan).items()}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    return files
+
+
+def _stubs(plan) -> list:
+    """(file of the copy, stub line) for every stub a copy of a model gets: its `scaffold:` lines', renamed."""
+    rename = new_op.renamer(plan)
+    return [(rename(rel.as_posix()), rename(m["stub"])) for rel in new_op.family_files(ROOT, plan.family)
+            for m in map(new_op._MARK.match, (ROOT / rel).read_text().splitlines()) if m and m["stub"]]
+
+
+@pytest.mark.parametrize("args,options", PLANS, ids=lambda v: "-".join(v) if isinstance(v, list) else "")
+def test_every_placeholder_is_the_marker_the_check_finds(tmp_path, args, options):
+    options = {**dict(zip(args[::2], args[1::2])), **options}
+    inputs = options.pop("--inputs", None)
+    plan = new_op.plan_op(ROOT, NAME, options.pop("--like", None), None, inputs=inputs and inputs.split(","),
+                          **options)
+    files = _write(plan, tmp_path)
+    marker = new_op.marker(NAME)
+    other = [f"{rel}:{i}: {line.strip()}" for rel, text in files.items()
+             for i, line in enumerate(text.splitlines(), 1) if re.search(rf"TODO(?!\({NAME}\))", line)]
+    assert not other, f"placeholders in another form than {marker}, which the check would miss: {other}"
+    # A contributor deletes the TODO comments and keeps what was under them: every stub must still fail the check,
+    # the values to choose (a bool, a cost) included, which would pass the other tests.
+    comment = re.compile(rf"^\s*(//|#) {re.escape(marker)}")
+    for rel, text in files.items():
+        (tmp_path / rel).write_text("".join(l for l in text.splitlines(keepends=True) if not comment.match(l)))
+    flagged = set(new_op.todos_left(tmp_path, NAME))
+    lines = {rel: (tmp_path / rel).read_text().splitlines() for rel in files}
+
+    def unflagged(rel, wanted):
+        return [f"{rel}:{i}: {line.strip()}" for i, line in enumerate(lines[rel], 1)
+                if wanted(line) and f"{rel}:{i}" not in flagged]
+
+    if plan.like is None:
+        assert plan.writes and all(any(f.startswith(f"{rel}:") for f in flagged) for rel in files), flagged
+        missed = (unflagged(f"kernels/{NAME}.h", lambda l: "return " in l)
+                  + unflagged(f"python/customops/pointwise/{NAME}.py",
+                              lambda l: "NotImplementedError" in l or l.startswith("COMPILED ="))
+                  + unflagged(f"python/customops/functional/{NAME}.py", lambda l: "@_overview(" in l or 'r"""' in l)
+                  + unflagged(f"tests/python/op_db/{NAME}.py", lambda l: l.startswith('"""') or "onnx_nodes=" in l)
+                  + unflagged(f"python/customops/benchmark/ops/{NAME}.py", lambda l: "NotImplementedError" in l))
+    else:
+        stubs = _stubs(plan)
+        assert all(any(line.strip() == stub.strip() for line in lines[rel]) for rel, stub in stubs)
+        # Among them the placeholders that passed every test once their comment went: values to choose, docs rows'
+        # cells, docstrings, layouts.
+        for kind in ("property_cost=", "DECOMPOSED_BY_DEFAULT =", "layouts=", '"""', f'"{marker}", "{marker}"',
+                     "CUSTOMOPS_AUTOCAST_"):
+            assert any(kind in stub for _, stub in stubs), kind
+        missed = [m for rel, stub in stubs for m in unflagged(rel, lambda l, s=stub: l.strip() == s.strip())]
+    assert not missed, f"placeholders that pass the check once their comment goes: {missed}"
+
+
+def test_every_model_stub_holds_its_ops_marker():
+    # A model's stubs are what its copies get: one without the marker would be a placeholder no check finds.
+    for d in new_op.TODO_DIRS:
+        for path in sorted((ROOT / d).rglob("*")):
+            if path.suffix not in new_op.TODO_SUFFIXES or not path.is_file() or "__pycache__" in path.parts:
+                continue
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                m = new_op._MARK.match(line)
+                if m and m["stub"] and not re.search(r"TODO\([a-z0-9_]+\)", m["stub"]):
+                    pytest.fail(f"{path.relative_to(ROOT)}:{i}: the stub {m['stub']!r} holds no TODO(<op>)")
+
+
+def _cmake_pointwise_ops(tmp_path, headers):
+    script = tmp_path / "probe.cmake"
+    script.write_text(f'include("{ROOT}/cmake/CustomopsPointwise.cmake")\n'
+                      f'customops_pointwise_ops_of("{";".join(map(str, headers))}" names structs)\n'
+                      'message("found: ${names} | ${structs}")\n')
+    done = subprocess.run(["cmake", "-P", str(script)], capture_output=True, text=True)
+    found = re.search(r"found: (.*) \| (.*)", done.stderr)
+    return done, found and (found[1].split(";") if found[1] else [], found[2].split(";") if found[2] else [])
+
+
+@pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake")
+def test_the_build_takes_only_pointwise_op_headers_for_pointwise_ops(tmp_path):
+    # What the build writes kernels and a registration for (cmake/CustomopsPointwise.cmake): a header whose struct
+    # derives from pw::Formula, not every header that includes kernels/core/pointwise.h.
+    kernels = tmp_path / "kernels"
+    kernels.mkdir()
+    plan = new_op.plan_op(ROOT, NAME, None, None, inputs=["x"])
+    (kernels / f"{NAME}.h").write_text(plan.writes[ROOT / f"kernels/{NAME}.h"])
+    (kernels / "shared_formulas.h").write_text(
+        '#pragma once\n#include "kernels/core/pointwise.h"\nnamespace customops {\n'
+        "struct Tanh {\n};\nstruct Sigmoid {\n};\nstruct Gate {\n};\n}\n")
+    (kernels / "plain.h").write_text("#pragma once\nstruct Plan {\n};\n")
+    done, found = _cmake_pointwise_ops(tmp_path, sorted(kernels.glob("*.h")))
+    assert done.returncode == 0, done.stderr
+    assert found == ([NAME], ["ScaffoldProbe"])
+    assert new_op.pointwise_inputs(tmp_path, "shared_formulas") is None  # the scaffold agrees (--like)
+    (kernels / "two.h").write_text("struct A : pw::Formula {\n};\nstruct B : pw::Formula {\n};\n")
+    done, _ = _cmake_pointwise_ops(tmp_path, [kernels / "two.h"])
+    assert done.returncode != 0 and "defines 2 structs deriving from pw::Formula" in done.stderr
+    # The tree's pointwise ops, as the build finds them, are those with Python formulas, and the scaffold's.
+    done, found = _cmake_pointwise_ops(tmp_path, sorted(ROOT.glob("kernels/*.h")))
+    formulas = sorted(p.stem for p in (ROOT / "python/customops/pointwise").glob("*.py") if not p.stem.startswith("_"))
+    assert done.returncode == 0 and found[0] == formulas and len(formulas) >= 3
+    assert [p.stem for p in sorted(ROOT.glob("kernels/*.h")) if new_op.pointwise_inputs(ROOT, p.stem)] == formulas
+
+
 def test_trilinear_maths_become_stubs_the_tests_reject():
     # The model of an op with a window or gather over several tensors: 17 files of its own with its ExecuTorch
     # kernel and the maths it shares with the CPU kernel (the next test: 14 without), and the schemas.
@@ -139,9 +270,10 @@ def test_trilinear_maths_become_stubs_the_tests_reject():
     todo = f'raise NotImplementedError("TODO({NAME})")'
     # Every path's maths is a stub: kernels, Meta shapes, the double backward, the Python concerns, the tests' table.
     for place, stubs in ((f"kernels/cpu/{NAME}.cpp", 2), (f"kernels/cuda/{NAME}/{NAME}.cu", 2)):
-        assert text[place].count(f'TORCH_CHECK(false, "customops::{NAME}: TODO");') == stubs, place
+        assert text[place].count(f'TORCH_CHECK(false, "customops::{NAME}: TODO({NAME})");') == stubs, place
         assert "Corners" not in text[place] and "kCorners" not in text[place], place
-    assert f'TORCH_CHECK(false, "customops::{NAME}_backward: TODO"); return {{}};' in text[f"registration/{NAME}.cpp"]
+    assert f'TORCH_CHECK(false, "customops::{NAME}_backward: TODO({NAME})"); return {{}};' in \
+        text[f"registration/{NAME}.cpp"]
     assert "class ScaffoldProbeFunction" in text[f"registration/{NAME}.cpp"]  # the family's class names follow
     # The family's namespace cannot take the op's name: customops::scaffold_probe is the op's C++ function.
     header = text[f"kernels/{NAME}.h"]
@@ -151,12 +283,12 @@ def test_trilinear_maths_become_stubs_the_tests_reject():
     for concern, stubs in (("func", 5), ("sharding", 2), ("onnx", 1), ("inductor", 2)):
         assert text[f"python/customops/{concern}/{NAME}.py"].count(todo) == stubs, concern
         assert "einsum" not in text[f"python/customops/{concern}/{NAME}.py"], concern
-    assert "DECOMPOSED_BY_DEFAULT = False" in text[f"python/customops/inductor/{NAME}.py"]
+    assert f'DECOMPOSED_BY_DEFAULT = "TODO({NAME})' in text[f"python/customops/inductor/{NAME}.py"]
     opinfo = text[f"tests/python/op_db/{NAME}.py"]
     assert opinfo.count(todo) == 8 and "_trilinear" not in opinfo and "(1 - u)" not in opinfo and "_term_scales" not in opinfo
     assert f"litert/{NAME}.py" not in " ".join(text)  # litert-torch takes the Inductor decomposition
     # The ExecuTorch kernel and the maths it shares: stubs, the out variant's schema beside the op's.
-    assert f'CUSTOMOPS_ET_CHECK(ctx, false, out, "{NAME}", "TODO: the kernel"); return out;' in \
+    assert f'CUSTOMOPS_ET_CHECK(ctx, false, out, "{NAME}", "TODO({NAME}): the kernel"); return out;' in \
         text[f"kernels/executorch/{NAME}.cpp"]
     assert "forward_rows" not in text[f"kernels/core/{NAME}.h"] and "Corners" not in text[f"kernels/core/{NAME}.h"]
     assert f'EXECUTORCH_LIBRARY(customops, "{NAME}.out"' in text[f"kernels/executorch/{NAME}.cpp"]
@@ -204,7 +336,7 @@ def test_the_guide_names_every_place_the_scaffold_writes():
     guide = (ROOT / "docs/design/adding_an_operator.md").read_text()
     missing = [place for place, _ in new_op.FAMILY_PLACES + new_op.SHARED_EDITS if f"`{place}`" not in guide]
     assert not missing, f"docs/design/adding_an_operator.md does not name {missing}"
-    for command in ("python -m customops.dev.new_op", "--inputs", "--like silu_mul", "--executorch",
+    for command in ("scripts/new_op.py", "--inputs", "--like silu_mul", "--executorch",
                     "python -m pytest tests/python --op"):
         assert command in guide, command
 

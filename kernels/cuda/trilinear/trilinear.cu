@@ -174,7 +174,7 @@ at::Tensor trilinear_interpolation(const at::Tensor& feats_in, const at::Tensor&
   // The plan checks the devices before anything runs; the guard is for the launch.
   const auto plan = trilinear::plan_forward(feats_in, points_in);
   const KernelGuard guard(feats_in.device());
-  // scaffold: the forward's launch | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO"); return plan.out;
+  // scaffold: the forward's launch | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO(trilinear_interpolation)"); return plan.out;
   const at::Tensor &feats = plan.feats, &points = plan.points, &out = plan.out;
   const int64_t N = plan.N, F = plan.F;
   if (out.numel() == 0) return out;
@@ -204,7 +204,7 @@ trilinear::Grads trilinear_interpolation_backward(const at::Tensor& grad_in, con
                                                   const at::Tensor& points_in, std::array<bool, 2> output_mask) {
   const auto plan = trilinear::plan_backward(grad_in, feats_in, points_in, output_mask);
   const KernelGuard guard(feats_in.device());
-  // scaffold: the backward's launch | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO"); return plan.result();
+  // scaffold: the backward's launch | TORCH_CHECK(false, "customops::trilinear_interpolation: TODO(trilinear_interpolation)"); return plan.result();
   const at::Tensor &grad = plan.grad, &feats = plan.feats, &points = plan.points;
   const at::Tensor &gf = plan.grad_feats, &gp = plan.grad_points;
   const int64_t N = plan.N, F = plan.F;

@@ -1,11 +1,13 @@
-"""python -m customops.dev.new_op NAME (--like OP | --inputs X,...): the skeleton of a new operator.
+"""scripts/new_op.py NAME (--like OP | --inputs X,...): the skeleton of a new operator.
 
-    python -m customops.dev.new_op gelu_mul --inputs a,b            # a pointwise op of two tensors
-    python -m customops.dev.new_op gelu_mul --like silu_mul         # the same: silu_mul's inputs
-    python -m customops.dev.new_op causal_conv1d --like trilinear_interpolation [--executorch]
+    scripts/new_op.py gelu_mul --inputs a,b            # a pointwise op of two tensors
+    scripts/new_op.py gelu_mul --like silu_mul         # the same: silu_mul's inputs
+    scripts/new_op.py causal_conv1d --like trilinear_interpolation [--executorch]
     [--class-name GeluMul] [--dry-run]
 
-Runs on a source checkout before its first build (customops/__init__.py loads no library for customops.dev).
+Runs on a source checkout before its first build (customops/__init__.py loads no library for customops.dev), and
+before any set-up through scripts/new_op.py, which puts the checkout's python/ on the path; where customops is
+importable (the project's environment), `python -m customops.dev.new_op` is the same.
 
 An operator's code lives in its family's files, one per concern (FAMILY_PLACES), and in a few lines of the
 files every operator shares (SHARED_EDITS). A pointwise op (--inputs, or --like a pointwise op, whose inputs it
@@ -37,7 +39,7 @@ from . import pointwise_op
 # the packages of python/customops that hold a module per family (they discover their modules).
 FAMILY_PLACES: Tuple[Tuple[str, str], ...] = (
     ("kernels/{family}.h", "maths (scalar formulas shared by CPU and CUDA), argument checks, kernel declarations; "
-     "a pointwise family: one struct of formulas (kernels/core/pointwise.h)"),
+     "a pointwise family: one struct of formulas deriving from pw::Formula (kernels/core/pointwise.h)"),
     ("kernels/cpu/{family}.cpp", "CPU kernels (compiled once per instruction set), or a folder kernels/cpu/{family}/ "
      "(a pointwise family has none: CMake writes its instantiation of the shared kernels, "
      "cmake/CustomopsPointwise.cmake)"),
@@ -91,6 +93,33 @@ _END = re.compile(r"^\s*(//|#) scaffold-end\s*$")
 _IF = re.compile(r"^\s*(//|#) scaffold-if (?P<flag>[a-z]+)\s*$")
 
 
+def marker(op: str) -> str:
+    """The one form of every place the scaffold leaves work for `op`: in comments, code, strings, docstrings, table
+    cells, and in metadata values that must be chosen (where it is the value itself, a string in place of a bool or
+    a number, so that no placeholder stays valid once a comment above it goes). A model's stubs (its `scaffold:`
+    lines) carry its own name's, which the copy renames."""
+    return f"TODO({op})"
+
+
+# Where todos_left looks: the places of FAMILY_PLACES and SHARED_EDITS, the docs and README's operator table.
+TODO_DIRS = ("kernels", "registration", "ops", "python/customops", "tests", "docs", "examples")
+TODO_FILES = ("README.md",)
+TODO_SUFFIXES = {".h", ".cpp", ".cu", ".cuh", ".py", ".md", ".txt"}
+_MODEL_STUB = re.compile(r"^\s*(//|#) scaffold: ")
+
+
+def todos_left(root: Path, op: str) -> List[str]:
+    """`path:line` of each place under `root` that still holds `op`'s marker: the work the scaffold left that is not
+    done. A model op's `scaffold:` lines are the stubs a copy of it gets, not work left in it."""
+    mark = marker(op)
+    paths = [path for d in TODO_DIRS for path in sorted((root / d).rglob("*"))
+             if path.suffix in TODO_SUFFIXES and path.is_file() and "__pycache__" not in path.parts]
+    paths += [root / f for f in TODO_FILES if (root / f).is_file()]
+    return [f"{path.relative_to(root).as_posix()}:{i}" for path in paths
+            for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1)
+            if mark in line and not _MODEL_STUB.match(line)]
+
+
 def camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
@@ -116,11 +145,16 @@ def find_root(start: Optional[Path] = None) -> Path:
                      "run it from one, or pass --root")
 
 
+# The line that makes kernels/<op>.h a pointwise op's: its struct of formulas, deriving from pw::Formula. The
+# build finds the pointwise ops by the same line (cmake/CustomopsPointwise.cmake), whose regex this one repeats.
+POINTWISE_STRUCT = re.compile(r"^struct ([A-Za-z0-9_]+) : pw::Formula {", re.M)
+
+
 def pointwise_inputs(root: Path, op: str) -> Optional[Tuple[str, ...]]:
-    """The inputs of `op` if it is a pointwise op (kernels/<op>.h over kernels/core/pointwise.h, as
+    """The inputs of `op` if it is a pointwise op (kernels/<op>.h defines a struct deriving from pw::Formula, as
     cmake/CustomopsPointwise.cmake finds them), else None."""
     maths = root / "kernels" / f"{op}.h"
-    if not maths.is_file() or '#include "kernels/core/pointwise.h"' not in maths.read_text():
+    if not maths.is_file() or not POINTWISE_STRUCT.search(maths.read_text()):
         return None
     formulas = ast.parse((root / f"python/customops/pointwise/{op}.py").read_text())
     found = [ast.literal_eval(n.value) for n in formulas.body if isinstance(n, ast.Assign)
@@ -225,7 +259,7 @@ def stub_regions(text: str, where: str, plan: Plan) -> str:
         if end == len(lines):
             raise SystemExit(f"{where}:{i + 1}: a 'scaffold:' region without its 'scaffold-end' line")
         indent, comment = m["indent"], m["comment"]
-        out.append(f"{indent}{comment} TODO({plan.name}): {m['what']}\n")
+        out.append(f"{indent}{comment} {marker(plan.name)}: {m['what']}\n")
         if m["stub"]:
             out.append(f"{indent}{m['stub']}\n")
         plan.todos.append(f"{where}:{len(out)}: {m['what']}")
@@ -261,7 +295,7 @@ def add_schemas(plan: Plan, executorch: bool, schemas: Optional[Sequence[str]] =
         statements = re.findall(r'^\s*m\.def\("' + re.escape(plan.like) + suffixes + r'\(.*?\);\n', text, re.M | re.S)
         if not statements:
             raise SystemExit(f"registration/schemas.cpp: no schema of {plan.like}")
-        new = f"  // TODO({plan.name}): the schemas' arguments.\n" + "".join(renamer(plan)(s) for s in statements)
+        new = f"  // {marker(plan.name)}: the schemas' arguments.\n" + "".join(renamer(plan)(s) for s in statements)
         plan.todos.append(f"registration/schemas.cpp: the schemas of {plan.name} and {plan.name}_backward")
     plan.writes[path] = text[:close] + "\n\n" + new.rstrip("\n") + text[close:]
 
@@ -276,8 +310,8 @@ def plan_pointwise(root: Path, name: str, inputs: Sequence[str], class_name: Opt
             raise SystemExit(f"{rel} exists already")
         plan.writes[root / rel] = text
         for i, line in enumerate(text.splitlines(), 1):
-            if f"TODO({name}):" in line:  # what follows, up to the end of its string if it is in one
-                what = line.split(f"TODO({name}):", 1)[1].split('"')[0].strip()
+            if f"{marker(name)}:" in line:  # what follows, up to the end of its string if it is in one
+                what = line.split(f"{marker(name)}:", 1)[1].split('"')[0].strip()
                 plan.todos.append(f"{rel}:{i}: {what}")
     add_schemas(plan, False, pointwise_op.schemas(name, inputs))
     return plan
@@ -323,7 +357,7 @@ def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m customops.dev.new_op", description=__doc__,
+    p = argparse.ArgumentParser(prog="scripts/new_op.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", help="the new operator's name (lower case, e.g. silu_mul)")
     p.add_argument("--like", help="the operator to start from: a pointwise op (its inputs), or "

@@ -43,26 +43,23 @@ namespace customops {{
 // The formulas, written once (kernels/core/pointwise.h): with arithmetic, T(constant), pw::exp, pw::sigmoid and
 // pw::tanh, on numbers (CUDA, the CPU tails), SIMD vectors (the CPU body) and tensors (the double backward), in
 // the kernels' opmath type. The tests compare them with the Python copy, python/customops/pointwise/{name}.py.
-struct {cls} {{
+struct {cls} : pw::Formula {{
   static constexpr const char* kName = "{name}";
   static constexpr const char* kInputs[] = {{{", ".join(f'"{x}"' for x in xs)}}};
 
   template <typename T>
   C10_HOST_DEVICE static T forward({t_args}) {{
-    {_todo(name, f"f({py_args}).", "//")}
-    return {first};
+    return {first};  {_todo(name, f"f({py_args}).", "//")}
   }}
 
   template <typename T>
   C10_HOST_DEVICE static pw::Values<T, {n}> derivatives({t_args}) {{
-    {_todo(name, ", ".join(f"df/d{x}" for x in xs) + ".", "//")}
-    return {{{unit}}};
+    return {{{unit}}};  {_todo(name, ", ".join(f"df/d{x}" for x in xs) + ".", "//")}
   }}
 
   template <typename T>
   C10_HOST_DEVICE static pw::Values<T, {n * n}> second_derivatives({t_args}) {{
-    {_todo(name, pairs + " (row-major).", "//")}
-    return {{{zeros}}};
+    return {{{zeros}}};  {_todo(name, pairs + " (row-major).", "//")}
   }}
 }};
 
@@ -139,6 +136,7 @@ def {name}({py_typed}) -> Tensor:
     return torch.ops.customops.{name}({py_args})
 '''
 
+    firsts = ", ".join(f"df/d{x}" for x in xs) + comma
     second = "(" + ", ".join("(" + ", ".join(f"d2f/d{a} d{b}" for b in xs) + comma + ")" for a in xs) + comma + ")"
     out[f"python/customops/pointwise/{name}.py"] = f'''\
 """{name}'s formulas: its value and derivatives, for every Python path (see the package's docstring);
@@ -153,23 +151,21 @@ MODULE = ("{cls}",)
 
 
 def forward(m, {py_args}):
-    # TODO({name}): f({py_args}), with Python's arithmetic and m.exp, m.sigmoid, m.tanh.
-    raise NotImplementedError("TODO({name})")
+    raise NotImplementedError("TODO({name}): f({py_args}), with Python's arithmetic and m.exp, m.sigmoid, m.tanh")
 
 
 def derivatives(m, {py_args}):
-    # TODO({name}): ({", ".join(f"df/d{x}" for x in xs)}{comma}), the backward op's factors of grad_out.
-    raise NotImplementedError("TODO({name})")
+    raise NotImplementedError("TODO({name}): ({firsts}), the backward op's factors of grad_out")
 
 
 def second_derivatives(m, {py_args}):
-    # TODO({name}): {second}, 0 where one is zero.
-    raise NotImplementedError("TODO({name})")
+    raise NotImplementedError("TODO({name}): {second}, 0 where one is zero")
 
 
 # How compiled graphs treat the op (customops.inductor): decomposed into these formulas (True), or kept whole; the
 # measurement that decided and why, for docs/design/compile.md (MyST Markdown).
-COMPILED = (True, "TODO({name}): the model, sizes and ratios measured", "TODO({name}): why")
+COMPILED = ("TODO({name}): True (decomposed) or False (kept whole), as measured",
+            "TODO({name}): the model, sizes and ratios measured", "TODO({name}): why")
 '''
 
     out[f"tests/python/op_db/{name}.py"] = f'''\

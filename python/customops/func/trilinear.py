@@ -1,4 +1,4 @@
-# scaffold: the family's torch.func rules in a paragraph | """torch.func support of trilinear_interpolation and its backward: TODO."""
+# scaffold: the family's torch.func rules in a paragraph | """torch.func support of trilinear_interpolation and its backward: TODO(trilinear_interpolation)."""
 """torch.func support of trilinear_interpolation and its backward.
 
 Every point is independent, so vmap folds the vmapped dimension into N. The
@@ -178,7 +178,7 @@ register("trilinear_interpolation_backward", TrilinearInterpolationBackward)
 # (MyST Markdown): the op(s), the vmap rule, the forward-mode formula.
 DOC_ROWS = [
     (
-        # scaffold: its row in the torch.func table: the op(s), the vmap rule, the forward-mode formula | "TODO(trilinear_interpolation)", "TODO", "TODO",
+        # scaffold: its row in the torch.func table: the op(s), the vmap rule, the forward-mode formula | "TODO(trilinear_interpolation)", "TODO(trilinear_interpolation)", "TODO(trilinear_interpolation)",
         "`trilinear_interpolation`, `_backward`",
         "folded into N",
         "feats: the op on the tangent; points: corner-weight derivatives (ATen `einsum`)",

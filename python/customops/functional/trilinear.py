@@ -10,7 +10,7 @@ from ._common import _overview
 __all__ = ["trilinear_interpolation"]
 
 
-# scaffold: its lines in the docs' tables | @_overview("TODO(trilinear_interpolation)", layouts=("TODO: NCHW", "TODO: channels_last", "TODO: the result's format"))
+# scaffold: its lines in the docs' tables | @_overview("TODO(trilinear_interpolation)", layouts=("TODO(trilinear_interpolation): NCHW", "TODO(trilinear_interpolation): channels_last", "TODO(trilinear_interpolation): the result's format"))
 @_overview("NeRF-style: feats `(N, 8, F)`, points `(N, 3)` in `[-1, 1]` → `(N, F)`; gradients for feats and "
            "points, which may have different dtypes",
            layouts=("— (`(N, 8, F)`, `(N, 3)`)",

@@ -1,4 +1,4 @@
-# scaffold: the decompositions in a paragraph | """trilinear_interpolation's decompositions: TODO."""
+# scaffold: the decompositions in a paragraph | """trilinear_interpolation's decompositions: TODO(trilinear_interpolation)."""
 """trilinear_interpolation's decompositions: kernels/trilinear.h's corner weights and their derivatives,
 the blends as reductions over the 8 corners (and, for the points' gradient, over the features), all in
 opmath of feats' dtype as the kernels compute."""
@@ -11,7 +11,7 @@ import torch
 from ._common import opmath
 
 OP = "trilinear_interpolation"
-# scaffold: the compiled-graph choice (measured: docs/design/adding_an_operator.md) | DECOMPOSED_BY_DEFAULT = False
+# scaffold: the compiled-graph choice (measured: docs/design/adding_an_operator.md) | DECOMPOSED_BY_DEFAULT = "TODO(trilinear_interpolation): True (decomposed) or False (kept whole), as measured"
 DECOMPOSED_BY_DEFAULT = True
 # scaffold-end
 
@@ -71,7 +71,7 @@ DECOMPOSITIONS = {"trilinear_interpolation": trilinear_interpolation,
 # Markdown): the op(s), what compiled graphs do with them, the measurement that made the choice, and why.
 DOC_ROWS = [
     (
-        # scaffold: its row in the compile table: the op(s), the choice, the measurement, why | "TODO(trilinear_interpolation)", "TODO", "TODO", "TODO",
+        # scaffold: its row in the compile table: the op(s), the choice, the measurement, why | "TODO(trilinear_interpolation)", "TODO(trilinear_interpolation)", "TODO(trilinear_interpolation)", "TODO(trilinear_interpolation)",
         "`trilinear_interpolation` (+ backward)",
         "decomposed",
         "NeRF field, 2^20 points x 32 features: 0.75 / 0.95",

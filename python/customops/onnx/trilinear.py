@@ -1,4 +1,4 @@
-# scaffold: the translation in a paragraph | """trilinear_interpolation -> TODO."""
+# scaffold: the translation in a paragraph | """trilinear_interpolation -> TODO(trilinear_interpolation)."""
 """trilinear_interpolation -> the 8 corner weights of each point and their
 weighted sum of the corner features (a batched MatMul).
 
@@ -42,7 +42,7 @@ TRANSLATIONS = {"trilinear_interpolation": trilinear_interpolation}
 # the op, its translation.
 DOC_ROWS = [
     (
-        # scaffold: its row in the ONNX table: the op, its translation | "TODO(trilinear_interpolation)", "TODO",
+        # scaffold: its row in the ONNX table: the op, its translation | "TODO(trilinear_interpolation)", "TODO(trilinear_interpolation)",
         "`trilinear_interpolation`",
         "the 8 corner weights (`Add`, `Mul`, `Sub`) and their weighted sum (`MatMul`)",
         # scaffold-end

@@ -1,4 +1,4 @@
-# scaffold: which placements each rank computes alone, and why | """trilinear_interpolation and its backward: TODO."""
+# scaffold: which placements each rank computes alone, and why | """trilinear_interpolation and its backward: TODO(trilinear_interpolation)."""
 """trilinear_interpolation(feats (N, 8, F), points (N, 3)) -> (N, F) and its backward.
 
 Points are independent: feats, points and the output shard together on N. Features are independent too:
@@ -44,7 +44,7 @@ def register_all() -> None:
 # (MyST Markdown): the op(s), then the placements computed locally.
 DOC_ROWS = [
     (
-        # scaffold: its row in the sharding table: the op(s), the placements | "TODO(trilinear_interpolation)", "TODO",
+        # scaffold: its row in the sharding table: the op(s), the placements | "TODO(trilinear_interpolation)", "TODO(trilinear_interpolation)",
         "`trilinear_interpolation`",
         "feats and points `Shard(0)` (N); feats `Shard(2)` (F) with replicated points gives `Shard(1)`; "
         "`Partial` feats; backward: points gradient `Partial` under F sharding",

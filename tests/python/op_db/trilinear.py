@@ -1,4 +1,4 @@
-# scaffold: the op in a line | """trilinear_interpolation: TODO."""
+# scaffold: the op in a line | """trilinear_interpolation: TODO(trilinear_interpolation)."""
 """trilinear_interpolation: per point, the trilinear blend of its voxel's 8 corner features (NeRF's), at
 coordinates in [-1, 1] (outside: extrapolation)."""
 # scaffold-end
@@ -197,11 +197,11 @@ TRILINEAR_INTERPOLATION = OpInfo(
     gradient_term_scales=_trilinear_term_scales,
     # scaffold-end
     cases=_trilinear_cases,
-    # scaffold: the property tests' cost (time relative to the cheapest op) | property_cost=1.0,
+    # scaffold: the property tests' cost (time relative to the cheapest op) | property_cost="TODO(trilinear_interpolation): the examples' cost relative to the cheapest op's, a number",
     property_cost=2.0,
     # scaffold-end
     fuzz_call=_trilinear_fuzz_call,
-    # scaffold: the ONNX nodes on the path to the output | onnx_nodes=lambda s: [("TODO", {})],
+    # scaffold: the ONNX nodes on the path to the output | onnx_nodes=lambda s: [("TODO(trilinear_interpolation)", {})],
     onnx_nodes=lambda s: [("MatMul", {})],
     # scaffold-end
     sharding_cases=_trilinear_sharding,
