@@ -6,7 +6,10 @@
 
 #include <functional>
 
+#include <customops/conv.h>
+
 #include "kernels/common/backend_choice.h"
+#include "kernels/common/depthwise_route.h"
 #include "kernels/conv2d.h"
 #include "kernels/upsample.h"
 
@@ -134,7 +137,66 @@ std::vector<std::string> upsample_bilinear2d_choice(at::IntArrayRef input_size, 
   return picks;
 }
 
+std::vector<int64_t> depthwise_conv2d_route_stats(bool reset) {
+  const auto s = conv::depthwise_route_stats(reset);
+  return {s.plans, s.choices, s.pytorch_calls, s.weight_as_given, s.layout_copies};
+}
+
+// The test route on the CPU: customops' passes are the op's CPU kernel (which makes a plan of its own), PyTorch's
+// and the choice as on CUDA, each pass's implementation as given.
+conv::DepthwiseRoute cpu_test_route(const std::vector<std::string>& passes) {
+  TORCH_CHECK(passes.size() == 3, "customops_backends: expected passes for forward, input_grad and weight_grad, got ",
+              passes.size());
+  std::array<backend::Impl, 3> picks{};
+  for (size_t i = 0; i < 3; ++i) {
+    TORCH_CHECK(passes[i] == "customops" || passes[i] == "pytorch",
+                "customops_backends: expected each pass to be 'customops' or 'pytorch', got '", passes[i], "'");
+    picks[i] = passes[i] == "customops" ? backend::Impl::customops : backend::Impl::pytorch;
+  }
+  const auto cpu = c10::DispatchKeySet(c10::DispatchKey::CPU);
+  const auto window = [](const conv::DepthwisePlan& p) {
+    using Pair = std::vector<int64_t>;
+    return std::array<Pair, 3>{Pair{p.w.sh, p.w.sw}, Pair{p.w.ph, p.w.pw}, Pair{p.w.dh, p.w.dw}};
+  };
+  conv::DepthwiseRoute r;
+  r.forward = [cpu, window](conv::DepthwisePlan& p) {
+    const auto [s, pad, d] = window(p);
+    const std::optional<at::Tensor> b = p.bias.defined() ? std::optional(p.bias) : std::nullopt;
+    const auto w = p.weight.view({p.s.O, 1, p.w.kh, p.w.kw});
+    return conv::unbatch(detail::depthwise_conv2d_op().redispatch(cpu, p.x, w, b, s, pad, d), p.s);
+  };
+  r.backward = [cpu, window](const conv::DepthwiseBackwardPlan& bp, const at::Tensor& weight, std::array<bool, 3> m) {
+    const auto [s, pad, d] = window(bp.p);
+    auto grads = detail::depthwise_conv2d_backward_op().redispatch(cpu, bp.gout, bp.p.x, weight, s, pad, d, m);
+    if (m[0]) std::get<0>(grads) = conv::unbatch(std::get<0>(grads), bp.p.s);
+    return grads;
+  };
+  r.choose = [picks](conv::DepthwisePass pass, const conv::DepthwisePlan&, bool, const std::function<void()>&,
+                     const std::function<void()>&) { return picks[static_cast<size_t>(pass)]; };
+  return r;
+}
+
+at::Tensor depthwise_conv2d_routed(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
+                                   at::IntArrayRef padding, at::IntArrayRef dilation,
+                                   const std::vector<std::string>& passes) {
+  return conv::routed_depthwise_forward(cpu_test_route(passes), input, weight, bias, stride, padding, dilation);
+}
+
+conv::Grads depthwise_conv2d_backward_routed(const at::Tensor& grad_out, const at::Tensor& input,
+                                             const at::Tensor& weight, at::IntArrayRef stride,
+                                             at::IntArrayRef padding, at::IntArrayRef dilation,
+                                             std::array<bool, 3> output_mask, const std::vector<std::string>& passes) {
+  return conv::routed_depthwise_backward(cpu_test_route(passes), grad_out, input, weight, stride, padding, dilation,
+                                         output_mask);
+}
+
 }  // namespace
+
+TORCH_LIBRARY_IMPL(customops_backends, CPU, m) {
+  m.impl("depthwise_conv2d_routed", &depthwise_conv2d_routed);
+  m.impl("depthwise_conv2d_backward_routed", &depthwise_conv2d_backward_routed);
+}
 
 TORCH_LIBRARY_IMPL(customops_backends, CompositeImplicitAutograd, m) {
   m.impl("ops", &ops);
@@ -146,6 +208,7 @@ TORCH_LIBRARY_IMPL(customops_backends, CompositeImplicitAutograd, m) {
   m.impl("depthwise_conv2d_choice", &depthwise_conv2d_choice);
   m.impl("upsample_bilinear2d_rule", &upsample_bilinear2d_rule);
   m.impl("upsample_bilinear2d_choice", &upsample_bilinear2d_choice);
+  m.impl("depthwise_conv2d_route_stats", &depthwise_conv2d_route_stats);
 }
 
 }  // namespace customops
