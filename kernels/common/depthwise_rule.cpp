@@ -36,44 +36,41 @@ Features features(const DepthwiseCase& c) {
                                c.C * int64_t(c10::elementSize(c.dtype)))};
 }
 
-// 16-bit channels_last against cuDNN's NHWC kernels. Per pass a depth-3 decision tree fitted to the
-// measurements (weighted by how often each layer occurs in the zoo); over the zoo it costs 0.670 of
-// PyTorch's time where always the faster would cost 0.663.
+// 16-bit channels_last against cuDNN's NHWC kernels. A pass goes to cuDNN only where it saves more GPU time than
+// the call costs the host beyond customops' own launch: timed behind a GPU sleep on an H100, a pass through cuDNN
+// took the host 9-25 us more than customops' kernel for the same pass, so in a host-bound step (batch 128 at 224
+// on an H100) a pass that cuDNN runs a few microseconds faster makes the step slower. Fitted to the passes of the
+// zoo's layers (`python -m customops.benchmark.depthwise_choice --configs bf16-channels_last`, H100, batch 128)
+// that cuDNN ran at least 10 us faster; e.g. the 144x56x56 3x3 forward (111 us customops', 113 cuDNN's) stays
+// with customops. Only square windows were faster in cuDNN.
 Impl half_channels_last(DepthwisePass pass, const Features& f) {
-  bool ours = true;
+  bool theirs = false;
   switch (pass) {
     case DepthwisePass::forward:
-      if (f.k <= 3) {
-        ours = f.s <= 1 ? f.C <= 32 : f.C > 48;
-      } else if (f.H <= 7) {
-        ours = f.k > 7;
+      if (f.s > 1) {
+        // Stride 2: cuDNN's 5x5 saved 15-65 us (up to 2.4x), its 3x3 on 112x112 planes of few channels 18-61 us,
+        // its 7x7 and 11x11 on 14x14 planes 34-94 us (its 9x9 there lost 11); elsewhere it saved under 10 us or lost.
+        theirs = f.k == 5 || (f.k == 3 && f.H >= 56 && f.C <= 48) || (f.k >= 7 && f.H <= 14);
       } else {
-        ours = f.s <= 1;
+        // Stride 1: only the 5x5 on 7x7 planes of many channels (10-15 us, 1.4-1.6x).
+        theirs = f.k == 5 && f.H <= 7 && f.C >= 512;
       }
       break;
     case DepthwisePass::input_grad:
-      if (f.s > 1) {
-        // The row gather kernel (nhwc.cu: row_input_grad_kernel), which takes whole 16-byte words of channels,
-        // replaced the tree's branch here: over the zoo's 40 strided shapes 0.59 of cuDNN's time (geomean; 0.46-0.82
-        // where C % 8 == 0, 0.97-1.01 on two 14x14 and 28x28 planes), timed with the policy forced both ways. The
-        // kernel by stride periods (period_dgrad.cu) took the 3x3 ones (0.38-0.81, 0.59 of the row kernel's time
-        // on 96x112x112) and 5x5 ones on channels that are not whole words (36: 0.53 of cuDNN's).
-        ours = f.period || f.C % 8 == 0 || f.k > 5;
-      } else if (f.H <= 14) {
-        ours = f.C > 144 || f.k > 5;
-      }
+      // cuDNN ran no zoo layer's input gradient 10 us faster, except one of 10 channels (not whole 16-byte words).
       break;
     case DepthwisePass::weight_grad:
-      if (f.k <= 3) {
-        ours = f.C <= 72 || f.s > 1;
-      } else if (f.s <= 1) {
-        ours = f.k > 7;
+      if (f.s > 1) {
+        // 5x5 and 7x7 on planes of 28x28 and more: 24-123 us saved (1.4-2.2x); on 14x14 planes customops' kernels
+        // are 4-8x faster.
+        theirs = f.k >= 5 && f.k <= 7 && f.H >= 28;
       } else {
-        ours = f.H <= 14;
+        // 5x5 and 7x7 over more than 48 channels (10-35 us); 5x5 on 14x14 planes saved 5-7 us below 256 channels.
+        theirs = (f.k == 5 || f.k == 7) && f.C > 48 && (f.k == 7 || f.H <= 7 || f.H >= 28 || f.C >= 256);
       }
       break;
   }
-  return ours ? Impl::customops : Impl::pytorch;
+  return theirs && !f.band ? Impl::pytorch : Impl::customops;
 }
 
 // float32 NCHW against PyTorch's native depthwise kernels: 0.555 of PyTorch's time over the zoo, the faster

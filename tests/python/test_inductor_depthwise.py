@@ -38,6 +38,7 @@ LAYERS = [
     (torch.float32, False, (128, 96, 56, 56), 3, 1),
     (torch.float32, False, (128, 144, 56, 56), 3, 2),
     (torch.float32, False, (128, 320, 7, 7), 7, 1),
+    (torch.float32, False, (128, 72, 56, 56), 9, 2),
 ]
 
 
