@@ -1,7 +1,10 @@
 """python -m customops.benchmark.host: the host's microseconds per call of a converted depthwise layer against
-nn.Conv2d's, per mode, on tensors small enough that the GPU never sets the pace.
+nn.Conv2d's, per mode, on tensors small enough that the GPU never sets the pace; with --model, of every depthwise
+layer shape of a zoo model at its real size, behind a GPU sleep.
 
     python -m customops.benchmark.host [--device cuda|cpu] [--rounds N] [--markdown F.md]
+    python -m customops.benchmark.host --model efficientnet_b0[,...] [--batch 128] [--size 224] [--windows N]
+        [--markdown F.md]
 
 Modes: forward under no_grad; forward + backward; the same under autocast bf16; forward + backward of the layer
 torch.compile'd (the custom op called from Inductor's wrapper). For customops, each backend policy
@@ -11,6 +14,14 @@ policy and the op alone take turns round by round. "op alone" calls torch.ops.cu
 layer's tensors, so that the layer's column less this one is the Python module's own cost. On the CPU (--device cpu)
 the kernels run on the host too: nn.Conv2d's column there is its CPU kernel's time, and only the customops columns
 compare (the module's Python against the op's dispatch).
+
+--model (CUDA): each distinct depthwise layer of the model (a 224x224 forward finds them; --size scales their
+planes) at batch --batch, and the small 2x32x8x8 layer above, bf16 autocast and channels_last as the zoo trains:
+the forward and the forward + backward of nn.Conv2d and of the converted layer under each policy, on an input that
+requires grad. A long GPU sleep is queued before each window of calls, so the host never waits for the GPU and the
+clock reads its issue time alone (a window the GPU caught up with is counted and left out); within a window the
+variants take turns call by call, so that a drift of the host falls on all of them. Each figure is the median over
+the windows' calls.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from torch import nn
 
 import customops
 
+from . import zoo
 from .models import device_name
 from .report import columns, markdown_table
 
@@ -91,6 +103,166 @@ def host_us(steps: list, calls: int, rounds: int, device: torch.device, setups: 
 def _policy(backend: str):
     return lambda: customops.backends.set("depthwise_conv2d", backend)
 
+POLICIES = ("auto", "customops", "pytorch")
+PASSES = ("forward", "forward + backward")
+SMALL_LAYER = (32, 8, 8, (3, 3), (1, 1), (1, 1), (1, 1), True)  # the small layer above, (C, H, W, ...) as zoo's
+
+
+def model_layers(name: str, size: int) -> dict[tuple, int]:
+    """The model's distinct depthwise layers (zoo.depthwise_layers' tuples) with how often each runs per forward."""
+    found: dict[tuple, int] = {}
+    for shape in zoo.depthwise_layers(zoo.build(name), torch.randn(1, 3, size, size)):
+        found[shape] = found.get(shape, 0) + 1
+    return found
+
+
+class _Sleep:
+    """Queues a GPU sleep of about `ms` milliseconds (torch.cuda._sleep counts clock cycles: measured once)."""
+
+    def __init__(self, device: torch.device) -> None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        start.record()
+        torch.cuda._sleep(20_000_000)
+        end.record()
+        end.synchronize()
+        self.cycles_per_ms = 20_000_000 / start.elapsed_time(end)
+
+    def __call__(self, ms: float) -> None:
+        torch.cuda._sleep(int(ms * self.cycles_per_ms))
+
+
+def layer_steps(shape: tuple, batch: int, device: torch.device) -> tuple[dict, torch.Tensor]:
+    """nn.Conv2d and its converted copy for a layer shape, channels_last, and the step of each pass: forward (its
+    result returned) under bf16 autocast on an input that requires grad; the backward of a given gradient."""
+    c, h, w, k, stride, padding, dilation, bias = shape
+    torch.manual_seed(0)
+    ref = nn.Conv2d(c, c, k, stride, padding, dilation, groups=c, bias=bias)
+    ref = ref.to(device, memory_format=torch.channels_last)
+    ours = customops.convert(ref, inplace=False).to(memory_format=torch.channels_last)
+    x = torch.randn(batch, c, h, w, device=device, dtype=torch.bfloat16).contiguous(memory_format=torch.channels_last)
+    x.requires_grad_()
+
+    def forward(layer):
+        def step():
+            with torch.autocast(device.type, dtype=torch.bfloat16):
+                return layer(x)
+        return step
+
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16):
+        g = torch.randn_like(ref(x))
+    return {"nn.Conv2d": forward(ref), "customops": forward(ours)}, g
+
+
+def interleaved_us(variants: dict, g: torch.Tensor, sleep: _Sleep, windows: int, per: int,
+                   backward: bool) -> tuple[dict[str, float], int]:
+    """Per variant (name -> (setup, forward step)): the median host microseconds of a call (forward, or forward +
+    backward), the variants taking turns call by call in windows queued behind a GPU sleep; and how many windows the
+    GPU caught up with (left out)."""
+    names = list(variants)
+    for name in names:
+        setup, forward = variants[name]
+        setup()
+        for _ in range(3):
+            y = forward()
+            if backward:
+                y.backward(g)
+    torch.cuda.synchronize()
+    # Long enough to cover the window's calls: a warm-up window timed without a sleep, four times over.
+    start = time.perf_counter()
+    for name in names:
+        variants[name][0]()
+        y = variants[name][1]()
+        if backward:
+            y.backward(g)
+    del y
+    sleep_ms = max(20.0, 4e3 * (time.perf_counter() - start) * per)
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {n: [] for n in names}
+    caught_up = 0
+    for window in range(windows):
+        sleep(sleep_ms)
+        asleep = torch.cuda.Event()
+        asleep.record()
+        taken: dict[str, list[float]] = {n: [] for n in names}
+        for turn in range(per):
+            k = (window * per + turn) % len(names)
+            order = names[k:] + names[:k]
+            for name in (order if turn % 2 == 0 else order[::-1]):
+                setup, forward = variants[name]
+                setup()
+                t0 = time.perf_counter()
+                y = forward()
+                if backward:
+                    y.backward(g)
+                taken[name].append((time.perf_counter() - t0) * 1e6)
+                del y
+        if asleep.query():  # the sleep was over: the GPU may have made the host wait
+            caught_up += 1
+        else:
+            for name in names:
+                times[name] += taken[name]
+        torch.cuda.synchronize()
+    return {n: statistics.median(t) if t else float("nan") for n, t in times.items()}, caught_up
+
+
+def _routed(shape: tuple, batch: int) -> str:
+    c, h, w, k, stride, padding, dilation, bias = shape
+    rule = customops.backends.depthwise_conv2d_rule((batch, c, h, w), (c, 1, *k), torch.bfloat16, True, bias, stride,
+                                                    padding, dilation)
+    passes = [p.replace("_grad", " grad") for p, impl in rule.items() if impl == "pytorch"]
+    return ", ".join(passes) if passes else "none"
+
+
+def _write_model_table(args, device: torch.device, header: tuple, rows: list) -> None:
+    command = "python -m customops.benchmark.host " + " ".join(args.argv)
+    now = datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")
+    preamble = (f"Measured on {device_name(device)}, torch {torch.__version__}, {now}.\n\nCommand: `{command}`. "
+                f"Every distinct depthwise layer of the models at batch {args.batch} ({args.size}x{args.size} "
+                "images), and the small 2x32x8x8 layer, bf16 autocast, channels_last, on an input that requires "
+                "grad: microseconds of host time per call of nn.Conv2d and of the converted layer under each "
+                "policy, timed behind a GPU sleep (the host never waits for the GPU), the variants taking turns "
+                f"call by call; the median of {args.windows} windows of {args.per} calls each. \"rule: to "
+                "PyTorch\": the passes that auto hands to PyTorch's convolution (cuDNN).")
+    with open(args.markdown, "w") as f:
+        f.write(markdown_table(preamble, header, rows))
+
+
+def model_main(args) -> int:
+    device = torch.device("cuda")
+    if not torch.cuda.is_available():
+        raise SystemExit("--model times CUDA layers behind a GPU sleep: no CUDA device here")
+    sleep = _Sleep(device)
+    header = ("model", "layer (C, plane, kernel, stride)", "layers", "rule: to PyTorch", "pass", "nn.Conv2d us",
+              *(f"{p} us" for p in POLICIES), "auto - nn.Conv2d us")
+    rows = []
+    shapes: list[tuple[str, tuple, int]] = [("small layer", SMALL_LAYER, 1)]
+    for name in zoo.model_names(args.model):
+        shapes += [(name, shape, count) for shape, count in model_layers(name, args.size).items()]
+    before = customops.backends.get("depthwise_conv2d")
+    try:
+        for name, shape, count in shapes:
+            batch = 2 if shape is SMALL_LAYER else args.batch
+            steps, g = layer_steps(shape, batch, device)
+            variants = {"nn.Conv2d": (_policy("auto"), steps["nn.Conv2d"]),
+                        **{p: (_policy(p), steps["customops"]) for p in POLICIES}}
+            c, h, w, k, stride = shape[:5]
+            for pass_name in PASSES:
+                us, caught_up = interleaved_us(variants, g, sleep, args.windows, args.per, pass_name != "forward")
+                note = f" ({caught_up} windows caught up)" if caught_up else ""
+                rows.append((name, f"{c}, {batch}x{h}x{w}, {k[0]}x{k[1]}, {stride[0]}", str(count),
+                             _routed(shape, batch), pass_name + note, f"{us['nn.Conv2d']:.1f}",
+                             *(f"{us[p]:.1f}" for p in POLICIES), f"{us['auto'] - us['nn.Conv2d']:+.1f}"))
+                print(columns([header, rows[-1]]).splitlines()[1], flush=True)
+            del steps, g, variants
+            if args.markdown:  # after every layer: a run cut short keeps what it measured
+                _write_model_table(args, device, header, rows)
+    finally:
+        customops.backends.set("depthwise_conv2d", before)
+    print()
+    print(columns([header] + rows))
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m customops.benchmark.host", description=__doc__,
@@ -99,7 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--calls", type=int, default=200)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--markdown")
+    p.add_argument("--model", help="comma-separated zoo (or timm) models: time their depthwise layers (CUDA)")
+    p.add_argument("--batch", type=int, default=128, help="--model: the layers' batch")
+    p.add_argument("--size", type=int, default=224, help="--model: the images' size that sets the layers' planes")
+    p.add_argument("--windows", type=int, default=12, help="--model: windows of calls behind a GPU sleep")
+    p.add_argument("--per", type=int, default=3, help="--model: calls of each variant per window")
     args = p.parse_args(argv)
+    args.argv = sys.argv[1:] if argv is None else argv
+    if args.model:
+        return model_main(args)
     device = torch.device(args.device)
     backends = ("auto", "customops", "pytorch") if device.type == "cuda" else ("customops",)
     header = ("mode", "layout", "nn.Conv2d us", *(f"customops {b} us" for b in backends), "op alone us",
