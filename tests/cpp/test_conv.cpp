@@ -4,7 +4,8 @@
 #include <torch/cuda.h>
 #include <torch/types.h>
 
-#include <customops/ops.h>
+#include <customops/backends.h>
+#include <customops/conv.h>
 
 #include <cstdlib>
 #include <vector>

@@ -3,7 +3,7 @@
 #include <torch/cuda.h>
 #include <torch/types.h>
 
-#include <customops/ops.h>
+#include <customops/fold.h>
 
 #include <vector>
 

@@ -5,7 +5,8 @@
 #include <torch/autograd.h>
 #include <torch/types.h>
 
-#include <customops/ops.h>
+#include <customops/trilinear.h>
+#include <customops/upsample.h>
 
 #include <vector>
 

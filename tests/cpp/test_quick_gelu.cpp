@@ -4,7 +4,7 @@
 #include <torch/autograd.h>
 #include <torch/types.h>
 
-#include <customops/ops.h>
+#include <customops/quick_gelu.h>
 
 #include <vector>
 

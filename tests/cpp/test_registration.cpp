@@ -3,6 +3,8 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <gtest/gtest.h>
 
+// The umbrella header, in this one test: that it compiles (every op's header, written into it by CMake). The
+// other tests include their families' headers, so that a new op's header recompiles this file alone.
 #include <customops/ops.h>
 
 #include <string>
