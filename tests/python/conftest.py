@@ -126,3 +126,26 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+def skipped_paths(reports) -> list[str]:
+    """One line per test file and skip reason among `reports` (pytest's skipped reports), with how many tests it
+    skipped: what an op's run (--op) did not check, and why."""
+    counts = {}
+    for report in reports:
+        where = report.nodeid.split("::")[0].rpartition("/")[2]
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        counts[where, reason] = counts.get((where, reason), 0) + 1
+    return [f"{where}: {n} skipped: {reason}" for (where, reason), n in sorted(counts.items())]
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    # An op's run (the guide's "done" command) says which paths it left unchecked, and why, rather than leaving a
+    # skipped TF-Lite or CUDA path to look like a pass; the skips are counted in the last line, named here.
+    ops = config.getoption("--op")
+    lines = skipped_paths(terminalreporter.stats.get("skipped", []))
+    if ops and lines:
+        terminalreporter.section(f"paths not checked for {', '.join(ops)}")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -5,8 +5,9 @@ TensorFlow (CPU) and the LiteRT interpreter, kept apart from torch's.
 minutes with a network; the packages are pinned in tflite-requirements.txt).
 customops.deploy finds its Python, in this order: the ``python`` argument,
 ``CUSTOMOPS_TFLITE_PYTHON``, the environment in ``CUSTOMOPS_TFLITE_ENV`` or
-the default folder (``~/.cache/customops/tflite-env``), and the running
-Python when it can import onnx2tf itself.
+the default folder (``~/.cache/customops/tflite-env``), on a source checkout
+(``CUSTOMOPS_TFLITE_ENV`` unset) the one scripts/test.sh makes there
+(``.venv-tflite``), and the running Python when it can import onnx2tf itself.
 """
 
 from __future__ import annotations
@@ -34,6 +35,16 @@ def _env_python(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
+def checkout_dir() -> Optional[Path]:
+    """The TF-Lite environment scripts/test.sh makes in a source checkout (.venv-tflite beside python/), where this
+    package runs from one: so that a test run outside the test command (an operator's own tests,
+    ``pytest --op NAME``) converts with it too instead of skipping. None on an installed package."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "python" / "customops" / "__init__.py").is_file():
+        return None
+    return root / ".venv-tflite"
+
+
 def _has_converter() -> bool:
     """Whether this Python has onnx2tf and the LiteRT interpreter itself."""
     return all(importlib.util.find_spec(name) is not None for name in ("onnx2tf", "ai_edge_litert"))
@@ -50,6 +61,11 @@ def python(explicit: Optional[str] = None) -> str:
     folder = default_dir()
     if _env_python(folder).exists():
         return str(_env_python(folder))
+    # Not where CUSTOMOPS_TFLITE_ENV names a folder: that asks for that environment alone (the test command's
+    # oldest-torch leg names a missing one, to run no onnx2tf test there).
+    checkout = checkout_dir() if not os.environ.get("CUSTOMOPS_TFLITE_ENV") else None
+    if checkout is not None and _env_python(checkout).exists():
+        return str(_env_python(checkout))
     if _has_converter():
         return sys.executable
     raise RuntimeError(f"customops.deploy: runtime='tflite' needs onnx2tf, TensorFlow and ai-edge-litert, "
