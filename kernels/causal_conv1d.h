@@ -14,6 +14,7 @@
 #include <c10/util/Exception.h>
 
 #include <array>
+#include <string>
 #include <optional>
 #include <tuple>
 
@@ -112,13 +113,90 @@ inline Plan plan_backward(const at::Tensor& grad_out, const at::Tensor& x, const
   return p;
 }
 
+
+// The training call as Mamba's causal-conv1d takes it (causal_conv1d.mamba): a fused SiLU, packed sequences
+// (seq_idx), the steps before t = 0 given (initial_states), and x of any strides.
+struct Extras {
+  bool silu = false;
+  at::Tensor seq_idx, initial_states;  // undefined where not given
+};
+
+inline bool given(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined();
+}
+
+inline Extras check_extras(const char* op, const at::Tensor& x, const at::Tensor& weight,
+                           const std::optional<c10::string_view>& activation,
+                           const std::optional<at::Tensor>& seq_idx,
+                           const std::optional<at::Tensor>& initial_states) {
+  Extras e;
+  if (activation.has_value()) {
+    TORCH_CHECK(*activation == "silu" || *activation == "swish", "customops::", op,
+                ": expected activation None, \"silu\" or \"swish\", got \"", std::string(*activation), "\"");
+    e.silu = true;
+  }
+  // As causal-conv1d: each sequence packed into a row starts from zeros, so there are no states to carry in.
+  TORCH_CHECK(!(given(seq_idx) && given(initial_states)), "customops::", op,
+              ": seq_idx and initial_states cannot be given together (each packed sequence starts from zeros)");
+  if (given(seq_idx)) {
+    TORCH_CHECK(seq_idx->scalar_type() == at::kInt, "customops::", op, ": expected seq_idx of dtype int32, got ",
+                seq_idx->scalar_type());
+    TORCH_CHECK(seq_idx->dim() == 2 && checks::holds(seq_idx->sym_size(0) == x.sym_size(0)) &&
+                    checks::holds(seq_idx->sym_size(1) == x.sym_size(2)),
+                "customops::", op, ": expected seq_idx of shape (B, L) = (", x.sym_size(0), ", ", x.sym_size(2),
+                "), got ", seq_idx->sym_sizes());
+    checks::same_device(op, "seq_idx", *seq_idx, "x", x);
+    checks::dense_fits(op, "seq_idx", *seq_idx);
+    e.seq_idx = *seq_idx;
+  }
+  if (given(initial_states)) {
+    checks::floating(op, "initial_states", *initial_states);
+    TORCH_CHECK(initial_states->dim() == 3 && checks::holds(initial_states->sym_size(0) == x.sym_size(0)) &&
+                    checks::holds(initial_states->sym_size(1) == x.sym_size(1)) &&
+                    checks::holds(initial_states->sym_size(2) == weight.sym_size(1) - 1),
+                "customops::", op, ": expected initial_states of shape (B, C, K-1) = (", x.sym_size(0), ", ",
+                x.sym_size(1), ", ", weight.sym_size(1) - 1, "), got ", initial_states->sym_sizes());
+    checks::same_dtype(op, "initial_states", *initial_states, "x", x);
+    checks::same_device(op, "initial_states", *initial_states, "x", x);
+    checks::dense_fits(op, "initial_states", *initial_states);
+    e.initial_states = *initial_states;
+  }
+  return e;
+}
+
+// Mamba's activations: (B, L, C) in memory, viewed as (B, C, L). The results keep that layout, so that the
+// caller's next op (a linear layer over C) reads them as it wrote x.
+inline bool channel_last(const at::Tensor& x) {
+  return checks::holds(x.sym_stride(1) == 1) && !checks::holds(x.sym_stride(2) == 1);
+}
+
+// An uninitialised (B, C, L) tensor in x's layout: channel-last where x is, else contiguous.
+inline at::Tensor empty_like_layout(const at::Tensor& x) {
+  if (channel_last(x)) {
+    return at::empty_symint({x.sym_size(0), x.sym_size(2), x.sym_size(1)}, x.options()).transpose(1, 2);
+  }
+  return at::empty_symint(x.sym_sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+}
+
+using StateGrads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
 } // namespace causal_conv1d_impl
 
 namespace cpu {
 CUSTOMOPS_CPU_DECLARE(
     at::Tensor causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias);
     causal_conv1d_impl::Grads causal_conv1d_backward(const at::Tensor& grad_out, const at::Tensor& x,
-                                                     const at::Tensor& weight, std::array<bool, 3> output_mask);)
+                                                     const at::Tensor& weight, std::array<bool, 3> output_mask);
+    at::Tensor causal_conv1d_mamba(const at::Tensor& x, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias,
+                                   std::optional<c10::string_view> activation,
+                                   const std::optional<at::Tensor>& seq_idx,
+                                   const std::optional<at::Tensor>& initial_states);
+    causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
+        const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight,
+        const std::optional<at::Tensor>& bias, std::array<bool, 4> output_mask,
+        std::optional<c10::string_view> activation, const std::optional<at::Tensor>& seq_idx,
+        const std::optional<at::Tensor>& initial_states);)
 } // namespace cpu
 
 namespace cuda {
@@ -131,6 +209,13 @@ namespace meta {
 at::Tensor causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias);
 causal_conv1d_impl::Grads causal_conv1d_backward(const at::Tensor& grad_out, const at::Tensor& x,
                                                  const at::Tensor& weight, std::array<bool, 3> output_mask);
+at::Tensor causal_conv1d_mamba(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                               std::optional<c10::string_view> activation, const std::optional<at::Tensor>& seq_idx,
+                               const std::optional<at::Tensor>& initial_states);
+causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
+    const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 4> output_mask, std::optional<c10::string_view> activation,
+    const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states);
 } // namespace meta
 
 } // namespace customops

@@ -15,6 +15,14 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 using Mask = std::array<bool, 3>;
+using MambaSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                  std::optional<c10::string_view>, const std::optional<at::Tensor>&,
+                                  const std::optional<at::Tensor>&);
+using MambaBackwardSignature = causal_conv1d_impl::StateGrads(const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                                              const std::optional<at::Tensor>&, std::array<bool, 4>,
+                                                              std::optional<c10::string_view>,
+                                                              const std::optional<at::Tensor>&,
+                                                              const std::optional<at::Tensor>&);
 
 class CausalConv1dFunction : public torch::autograd::Function<CausalConv1dFunction> {
  public:
@@ -104,6 +112,145 @@ detail::CausalConv1dGrads causal_conv1d_backward_autograd(const at::Tensor& g, c
   return CausalConv1dBackwardFunction::apply(g, x, weight, mask);
 }
 
+// The training call with Mamba's arguments (causal_conv1d.mamba). Differentiable once, as causal-conv1d's: its
+// backward is not bilinear once a SiLU is fused, and a second derivative raises (CausalConv1dMambaOnce).
+std::optional<c10::string_view> view_of(const std::optional<std::string>& s) {
+  return s.has_value() ? std::optional<c10::string_view>(*s) : std::nullopt;
+}
+
+class CausalConv1dMambaOnce : public torch::autograd::Function<CausalConv1dMambaOnce> {
+ public:
+  static variable_list forward(AutogradContext*, const at::Tensor& g, const at::Tensor& x, const at::Tensor& weight,
+                               const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& seq_idx,
+                               const std::optional<at::Tensor>& initial_states, std::array<bool, 4> mask,
+                               std::optional<std::string> activation) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    auto [gx, gw, gb, gi] = c10::Dispatcher::singleton()
+                                .findSchemaOrThrow("customops::causal_conv1d_backward", "mamba")
+                                .typed<MambaBackwardSignature>()
+                                .call(g, x, weight, bias, mask, view_of(activation), seq_idx, initial_states);
+    variable_list out;
+    for (auto* t : {&gx, &gw, &gb, &gi}) {
+      if (t->defined()) out.push_back(*t);
+    }
+    return out;
+  }
+
+  static variable_list backward(AutogradContext*, variable_list) {
+    TORCH_CHECK(false, "customops::causal_conv1d: with activation, seq_idx or initial_states it is differentiable "
+                "once (its backward has no derivative); without them, twice");
+  }
+
+  // The four gradients, undefined where the mask does not ask for them.
+  static causal_conv1d_impl::StateGrads call(const at::Tensor& g, const at::Tensor& x, const at::Tensor& weight,
+                                             const std::optional<at::Tensor>& bias,
+                                             const std::optional<at::Tensor>& seq_idx,
+                                             const std::optional<at::Tensor>& initial_states,
+                                             std::array<bool, 4> mask, std::optional<std::string> activation) {
+    const auto out = apply(g, x, weight, bias, seq_idx, initial_states, mask, activation);
+    at::Tensor r[4];
+    for (size_t k = 0, next = 0; k < 4; ++k) {
+      if (mask[k]) r[k] = out[next++];
+    }
+    return {r[0], r[1], r[2], r[3]};
+  }
+};
+
+class CausalConv1dMambaFunction : public torch::autograd::Function<CausalConv1dMambaFunction> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
+                            const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& seq_idx,
+                            const std::optional<at::Tensor>& initial_states, std::optional<std::string> activation) {
+    ctx->save_for_backward({x, weight, bias.value_or(at::Tensor()), seq_idx.value_or(at::Tensor()),
+                            initial_states.value_or(at::Tensor())});
+    ctx->saved_data["activation"] = activation.has_value() ? c10::IValue(*activation) : c10::IValue();
+    ctx->saved_data["bias_grad"] = causal_conv1d_impl::given(bias) && bias->requires_grad();
+    ctx->saved_data["initial_states_grad"] =
+        causal_conv1d_impl::given(initial_states) && initial_states->requires_grad();
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return mamba_op().call(x, weight, bias, view_of(activation), seq_idx, initial_states);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto opt = [](const at::Tensor& t) { return t.defined() ? std::optional<at::Tensor>(t) : std::nullopt; };
+    const auto act = ctx->saved_data["activation"];
+    std::optional<std::string> activation;
+    if (!act.isNone()) activation = act.toStringRef();
+    const std::array<bool, 4> mask{ctx->needs_input_grad(0), ctx->needs_input_grad(1),
+                                   ctx->saved_data["bias_grad"].toBool(),
+                                   ctx->saved_data["initial_states_grad"].toBool()};
+    const auto [gx, gw, gb, gi] = CausalConv1dMambaOnce::call(grads[0], saved[0], saved[1], opt(saved[2]),
+                                                              opt(saved[3]), opt(saved[4]), mask, activation);
+    return {gx, gw, gb, {}, gi, {}};
+  }
+
+  static const c10::TypedOperatorHandle<MambaSignature>& mamba_op() {
+    static const auto op =
+        c10::Dispatcher::singleton().findSchemaOrThrow("customops::causal_conv1d", "mamba").typed<MambaSignature>();
+    return op;
+  }
+};
+
+at::Tensor causal_conv1d_mamba_autograd(const at::Tensor& x, const at::Tensor& weight,
+                                        const std::optional<at::Tensor>& bias,
+                                        std::optional<c10::string_view> activation,
+                                        const std::optional<at::Tensor>& seq_idx,
+                                        const std::optional<at::Tensor>& initial_states) {
+  checks::defined("causal_conv1d", "x", x);
+  checks::defined("causal_conv1d", "weight", weight);
+  const bool wants = x.requires_grad() || weight.requires_grad() ||
+                     (causal_conv1d_impl::given(bias) && bias->requires_grad()) ||
+                     (causal_conv1d_impl::given(initial_states) && initial_states->requires_grad());
+  if (!at::GradMode::is_enabled() || !wants) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return CausalConv1dMambaFunction::mamba_op().call(x, weight, bias, activation, seq_idx, initial_states);
+  }
+  std::optional<std::string> act;
+  if (activation.has_value()) act = std::string(*activation);
+  return CausalConv1dMambaFunction::apply(x, weight, bias, seq_idx, initial_states, act);
+}
+
+causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward_autograd(
+    const at::Tensor& g, const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 4> mask, std::optional<c10::string_view> activation, const std::optional<at::Tensor>& seq_idx,
+    const std::optional<at::Tensor>& initial_states) {
+  checks::defined("causal_conv1d_backward", "grad_out", g);
+  checks::defined("causal_conv1d_backward", "x", x);
+  checks::defined("causal_conv1d_backward", "weight", weight);
+  std::optional<std::string> act;
+  if (activation.has_value()) act = std::string(*activation);
+  return CausalConv1dMambaOnce::call(g, x, weight, bias, seq_idx, initial_states, mask, act);
+}
+
+template <c10::DeviceType device>
+at::Tensor causal_conv1d_mamba_autocast(const at::Tensor& x, const at::Tensor& weight,
+                                        const std::optional<at::Tensor>& bias,
+                                        std::optional<c10::string_view> activation,
+                                        const std::optional<at::Tensor>& seq_idx,
+                                        const std::optional<at::Tensor>& initial_states) {
+  const autocast::LowerPrecision<device> lp;
+  return CausalConv1dMambaFunction::mamba_op().call(lp.cast(x), lp.cast(weight), lp.cast(bias), activation, seq_idx,
+                                                    lp.cast(initial_states));
+}
+
+// activation, seq_idx and initial_states have CPU kernels only: on CUDA, a clear refusal rather than the
+// dispatcher's missing-kernel error.
+[[maybe_unused]] at::Tensor causal_conv1d_mamba_cuda(const at::Tensor&, const at::Tensor&,
+                                                     const std::optional<at::Tensor>&, std::optional<c10::string_view>,
+                                                     const std::optional<at::Tensor>&,
+                                                     const std::optional<at::Tensor>&) {
+  TORCH_CHECK(false, "customops::causal_conv1d: activation, seq_idx and initial_states have no CUDA kernel yet; "
+              "call it on CPU tensors");
+}
+
+[[maybe_unused]] causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward_cuda(
+    const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, std::array<bool, 4>,
+    std::optional<c10::string_view>, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&) {
+  TORCH_CHECK(false, "customops::causal_conv1d_backward: activation, seq_idx and initial_states have no CUDA kernel "
+              "yet; call it on CPU tensors");
+}
+
 // Autocast: the autocast dtype, as aten::conv1d (a convolution); the casts are
 // ops autograd records, so gradients reach float32 parameters as float32. The
 // backward op keeps its inputs' dtype, as convolution_backward does.
@@ -117,7 +264,8 @@ at::Tensor causal_conv1d_autocast(const at::Tensor& x, const at::Tensor& weight,
 template <c10::DeviceType device>
 void register_autocast(torch::Library& m) {
   m.impl("causal_conv1d", &causal_conv1d_autocast<device>);
-  autocast::keep_input_dtype(m, {"causal_conv1d_backward"});
+  m.impl("causal_conv1d.mamba", &causal_conv1d_mamba_autocast<device>);
+  autocast::keep_input_dtype(m, {"causal_conv1d_backward", "causal_conv1d_backward.mamba"});
 }
 
 at::Tensor& causal_conv1d_out(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
@@ -131,12 +279,16 @@ at::Tensor& causal_conv1d_out(const at::Tensor& x, const at::Tensor& weight, con
 TORCH_LIBRARY_IMPL(customops, CPU, m) {
   m.impl("causal_conv1d", CUSTOMOPS_CPU_KERNEL(causal_conv1d));
   m.impl("causal_conv1d_backward", CUSTOMOPS_CPU_KERNEL(causal_conv1d_backward));
+  m.impl("causal_conv1d.mamba", CUSTOMOPS_CPU_KERNEL(causal_conv1d_mamba));
+  m.impl("causal_conv1d_backward.mamba", CUSTOMOPS_CPU_KERNEL(causal_conv1d_mamba_backward));
 }
 
 #if defined(CUSTOMOPS_WITH_CUDA)
 TORCH_LIBRARY_IMPL(customops, CUDA, m) {
   m.impl("causal_conv1d", &customops::cuda::causal_conv1d);
   m.impl("causal_conv1d_backward", &customops::cuda::causal_conv1d_backward);
+  m.impl("causal_conv1d.mamba", &customops::causal_conv1d_mamba_cuda);
+  m.impl("causal_conv1d_backward.mamba", &customops::causal_conv1d_mamba_backward_cuda);
 }
 #endif
 
@@ -147,11 +299,15 @@ TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
   m.impl("causal_conv1d", &customops::meta::causal_conv1d);
   m.impl("causal_conv1d_backward", &customops::meta::causal_conv1d_backward);
+  m.impl("causal_conv1d.mamba", &customops::meta::causal_conv1d_mamba);
+  m.impl("causal_conv1d_backward.mamba", &customops::meta::causal_conv1d_mamba_backward);
 }
 
 TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("causal_conv1d", &customops::causal_conv1d_autograd);
   m.impl("causal_conv1d_backward", &customops::causal_conv1d_backward_autograd);
+  m.impl("causal_conv1d.mamba", &customops::causal_conv1d_mamba_autograd);
+  m.impl("causal_conv1d_backward.mamba", &customops::causal_conv1d_mamba_backward_autograd);
 }
 
 CUSTOMOPS_AUTOCAST_IMPL(customops::register_autocast)

@@ -69,6 +69,15 @@ TORCH_LIBRARY(customops, m) {
   m.def("causal_conv1d.out(Tensor x, Tensor weight, Tensor? bias=None, *, Tensor(a!) out) -> Tensor(a!)");
   m.def("causal_conv1d_backward(Tensor grad_out, Tensor x, Tensor weight, bool[3] output_mask) "
         "-> (Tensor, Tensor, Tensor)", pt2);
+  // The training call as Mamba's causal-conv1d takes it: activation None, "silu" or "swish" fused; seq_idx
+  // (B, L) int32 for packed sequences (a step sees only earlier steps of its own index); initial_states
+  // (B, C, K-1) as the steps before t = 0. Results keep x's layout (channel-last or contiguous). Its backward
+  // adds the gradient of initial_states.
+  m.def("causal_conv1d.mamba(Tensor x, Tensor weight, Tensor? bias=None, *, str? activation=None, "
+        "Tensor? seq_idx=None, Tensor? initial_states=None) -> Tensor", pt2);
+  m.def("causal_conv1d_backward.mamba(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, bool[4] output_mask, "
+        "*, str? activation=None, Tensor? seq_idx=None, Tensor? initial_states=None) "
+        "-> (Tensor, Tensor, Tensor, Tensor)", pt2);
 
   m.def("gelu_tanh_mul(Tensor a, Tensor b) -> Tensor", pt2);
   m.def("gelu_tanh_mul.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)");

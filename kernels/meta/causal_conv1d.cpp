@@ -22,4 +22,30 @@ causal_conv1d_impl::Grads causal_conv1d_backward(const at::Tensor& grad_out, con
   return {gx, gw, gb};
 }
 
+// The CPU kernel's layouts (kernels/cpu/causal_conv1d.cpp): the output and x's gradient in x's layout
+// (channel-last or contiguous), the others contiguous.
+at::Tensor causal_conv1d_mamba(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                               std::optional<c10::string_view> activation, const std::optional<at::Tensor>& seq_idx,
+                               const std::optional<at::Tensor>& initial_states) {
+  causal_conv1d_impl::check("causal_conv1d", x, weight, bias);
+  causal_conv1d_impl::check_extras("causal_conv1d", x, weight, activation, seq_idx, initial_states);
+  return causal_conv1d_impl::empty_like_layout(x);
+}
+
+causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
+    const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 4> output_mask, std::optional<c10::string_view> activation,
+    const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states) {
+  const char* op = "causal_conv1d_backward";
+  causal_conv1d_impl::check(op, x, weight, bias);
+  causal_conv1d_impl::check_extras(op, x, weight, activation, seq_idx, initial_states);
+  causal_conv1d_impl::check_grad_out(grad_out, x);
+  at::Tensor gx, gw, gb, gi;
+  if (output_mask[0]) gx = causal_conv1d_impl::empty_like_layout(x);
+  if (output_mask[1]) gw = at::empty_symint(weight.sym_sizes(), weight.options());
+  if (output_mask[2]) gb = at::empty_symint({x.sym_size(1)}, x.options());
+  if (output_mask[3]) gi = at::empty_symint({x.sym_size(0), x.sym_size(1), weight.sym_size(1) - 1}, x.options());
+  return {gx, gw, gb, gi};
+}
+
 } // namespace customops::meta

@@ -2,8 +2,12 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <ATen/ops/cat.h>
+#include <ATen/ops/zeros.h>
+
 #include <array>
 #include <optional>
+#include <string>
 #include <tuple>
 
 #include <customops/detail/find_op.h>
@@ -19,6 +23,18 @@ using CausalConv1dBackwardSignature = CausalConv1dGrads(const at::Tensor&, const
 
 inline const c10::TypedOperatorHandle<CausalConv1dSignature>& causal_conv1d_op() {
   static const auto op = find_op<CausalConv1dSignature>("customops::causal_conv1d");
+  return op;
+}
+
+// causal_conv1d.mamba: x, weight, bias, activation, seq_idx, initial_states.
+using CausalConv1dMambaSignature = at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                                              std::optional<c10::string_view>, const std::optional<at::Tensor>&,
+                                              const std::optional<at::Tensor>&);
+
+inline const c10::TypedOperatorHandle<CausalConv1dMambaSignature>& causal_conv1d_mamba_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("customops::causal_conv1d", "mamba")
+                             .typed<CausalConv1dMambaSignature>();
   return op;
 }
 
@@ -41,6 +57,33 @@ namespace customops {
 inline at::Tensor causal_conv1d(const at::Tensor& x, const at::Tensor& weight,
                                 const std::optional<at::Tensor>& bias = std::nullopt) {
   return detail::causal_conv1d_op().call(x, weight, bias);
+}
+
+// The arguments of Mamba's causal_conv1d_fn beyond x, weight and bias.
+struct CausalConv1dOptions {
+  std::optional<std::string> activation;   // std::nullopt, "silu" or "swish": fused into the pass
+  std::optional<at::Tensor> seq_idx;       // (B, L) int32: packed sequences, each sees only its own steps
+  std::optional<at::Tensor> initial_states;  // (B, C, K-1): the steps before t = 0; not with seq_idx
+};
+
+// The training call with those arguments (customops::causal_conv1d.mamba): the result has x's layout (a
+// channel-last x, Mamba's (B, L, C) viewed as (B, C, L), is read in place); CPU only so far; differentiable once,
+// in initial_states too.
+inline at::Tensor causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                                const CausalConv1dOptions& options) {
+  std::optional<c10::string_view> activation;
+  if (options.activation.has_value()) activation = c10::string_view(*options.activation);
+  return detail::causal_conv1d_mamba_op().call(x, weight, bias, activation, options.seq_idx, options.initial_states);
+}
+
+// The last K-1 steps of initial_states (zeros where none) followed by x: the initial_states of the next chunk
+// (return_final_states of the Python call). (B, C, K-1) for x (B, C, L) and weight (C, K).
+inline at::Tensor causal_conv1d_final_states(const at::Tensor& x, const at::Tensor& weight,
+                                             const std::optional<at::Tensor>& initial_states = std::nullopt) {
+  const at::Tensor before = initial_states.has_value() && initial_states->defined()
+                                ? *initial_states
+                                : at::zeros({x.size(0), x.size(1), weight.size(1) - 1}, x.options());
+  return at::cat({before, x}, -1).slice(-1, x.size(2));
 }
 
 // Gradients (d x, d weight, d bias) for the upstream gradient grad_out (B, C, L);

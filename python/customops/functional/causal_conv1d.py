@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -17,30 +17,52 @@ __all__ = ["causal_conv1d"]
            layouts=("— (`(B, C, L)`; any strides, e.g. a transposed `(B, L, C)`)",
                     "—",
                     "contiguous"))
-def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> Tensor:
+def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, activation: Optional[str] = None,
+                  seq_idx: Optional[Tensor] = None, initial_states: Optional[Tensor] = None,
+                  return_final_states: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
     r"""The depthwise causal 1-D convolution of sequence models (Mamba's, H3's,
-    GLA's short convolutions).
+    GLA's short convolutions), with the arguments of Mamba's ``causal_conv1d_fn``.
 
-    ``y[b, c, t] = bias[c] + sum_k weight[c, k] * x[b, c, t - (K-1) + k]``, with
-    ``x`` read as 0 before ``t = 0``: each step sees itself and the ``K - 1``
-    steps before it, never a later one. The same as
+    ``y[b, c, t] = act(bias[c] + sum_k weight[c, k] * x[b, c, t - (K-1) + k])``,
+    with ``x`` read as 0 before ``t = 0`` (or as ``initial_states``): each step
+    sees itself and the ``K - 1`` steps before it, never a later one. Without
+    the keyword arguments, the same as
     ``F.conv1d(x, weight.unsqueeze(1), bias, padding=K - 1, groups=C)[..., :L]``
     without the padded steps it computes and drops.
 
     Args:
         x: ``(B, C, L)``; float16, bfloat16, float32 or float64, on CPU or CUDA,
             of any strides (Mamba's ``(B, L, C)`` activations transposed to
-            ``(B, C, L)`` are read once into a contiguous copy).
+            ``(B, C, L)``).
         weight: ``(C, K)`` with ``1 <= K <= 8``, or ``(C, 1, K)`` as
             ``nn.Conv1d(C, C, K, groups=C)`` holds it; ``x``'s dtype and device.
         bias: ``(C,)`` or None.
+        activation: None, ``"silu"`` or ``"swish"`` (the same): applied to the
+            sum in the same pass, and its derivative in the backward's.
+        seq_idx: ``(B, L)`` int32 or None: sequences packed into one row; step
+            ``t`` reads step ``t - j`` only where ``seq_idx[b, t - j] ==
+            seq_idx[b, t]``, so no sequence sees another.
+        initial_states: ``(B, C, K-1)`` or None: the ``K - 1`` steps before
+            ``t = 0`` (the last ones of the previous chunk), in place of zeros;
+            differentiable. Not with ``seq_idx`` (each packed sequence starts
+            from zeros).
+        return_final_states: also return the last ``K - 1`` steps of the input
+            (``initial_states`` then ``x``, zeros before them where shorter):
+            the ``initial_states`` of the next chunk, or the ``conv_state`` of a
+            decoding step. Not with ``seq_idx``.
 
     Returns:
-        ``(B, C, L)``, contiguous, of ``x``'s dtype, computed in float32 for half
-        types. Differentiable (twice) in ``x``, ``weight`` and ``bias``; the
-        weight and bias gradients are sums over batch and time in a fixed order
-        (the same bits every run). Under ``torch.autocast`` it runs in the
-        autocast dtype, as ``F.conv1d`` does.
+        ``(B, C, L)`` of ``x``'s dtype, computed in float32 for half types (and
+        the ``(B, C, K-1)`` final states with ``return_final_states``). The bare
+        call (no ``activation``, ``seq_idx`` nor ``initial_states``) gives a
+        contiguous result and is differentiable twice in ``x``, ``weight`` and
+        ``bias``; with any of them, the result has ``x``'s layout (channel-last
+        ``x``, as Mamba's, is read in place and gives a channel-last result),
+        it runs on CPU only so far, and it is differentiable once (as
+        causal-conv1d's), in ``initial_states`` too. The weight and bias
+        gradients are sums over batch and time in a fixed order (the same bits
+        every run). Under ``torch.autocast`` it runs in the autocast dtype, as
+        ``F.conv1d`` does.
 
     Example::
 
@@ -48,7 +70,29 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None) -> T
         >>> x = torch.tensor([[[1.0, 2.0, 3.0, 4.0]]])
         >>> customops.causal_conv1d(x, torch.tensor([[0.5, 1.0]]))
         tensor([[[1.0000, 2.5000, 4.0000, 5.5000]]])
+        >>> y, state = customops.causal_conv1d(x, torch.tensor([[0.5, 1.0]]), activation="silu",
+        ...                                    return_final_states=True)
+        >>> state
+        tensor([[[4.]]])
     """
     if isinstance(weight, Tensor) and weight.dim() == 3 and weight.size(1) == 1:
         weight = weight.squeeze(1)
-    return torch.ops.customops.causal_conv1d(x, weight, bias)
+    if seq_idx is not None and return_final_states:
+        raise ValueError("customops.causal_conv1d: seq_idx and return_final_states cannot be given together "
+                         "(a packed row ends with several sequences' steps, not one state)")
+    if activation is None and seq_idx is None and initial_states is None:
+        out = torch.ops.customops.causal_conv1d(x, weight, bias)
+    else:
+        out = torch.ops.customops.causal_conv1d.mamba(x, weight, bias, activation=activation, seq_idx=seq_idx,
+                                                      initial_states=initial_states)
+    if not return_final_states:
+        return out
+    return out, _final_states(x, weight, initial_states)
+
+
+def _final_states(x: Tensor, weight: Tensor, initial_states: Optional[Tensor]) -> Tensor:
+    # The last K-1 steps of initial_states (or zeros) followed by x: a copy of K-1 steps, differentiable as any
+    # slice is.
+    width = weight.shape[-1]
+    before = initial_states if initial_states is not None else x.new_zeros(x.shape[0], x.shape[1], width - 1)
+    return torch.cat([before, x], dim=-1)[..., x.shape[-1]:]

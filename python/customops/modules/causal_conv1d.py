@@ -15,13 +15,19 @@ class CausalConv1d(nn.Module):
     """:func:`customops.causal_conv1d` as a module: a ``(channels, kernel_size)``
     filter and a ``(channels,)`` bias, initialised as ``nn.Conv1d(channels,
     channels, kernel_size, groups=channels)`` initialises its own;
-    ``forward(x)`` with ``x`` of shape ``(B, channels, L)``."""
+    ``forward(x)`` with ``x`` of shape ``(B, channels, L)``; ``activation``
+    (None, ``"silu"`` or ``"swish"``) is fused into the call, as Mamba's
+    ``causal_conv1d_fn(..., activation="silu")``."""
 
     def __init__(self, channels: int, kernel_size: int = 4, bias: bool = True,
-                 device: Optional[torch.device] = None, dtype: Optional[torch.dtype] = None) -> None:
+                 device: Optional[torch.device] = None, dtype: Optional[torch.dtype] = None,
+                 activation: Optional[str] = None) -> None:
         super().__init__()
         if not 1 <= kernel_size <= 8:
             raise ValueError(f"kernel_size must be between 1 and 8, got {kernel_size}")
+        if activation not in (None, "silu", "swish"):
+            raise ValueError(f"activation must be None, 'silu' or 'swish', got {activation!r}")
+        self.activation = activation
         factory = {"device": device, "dtype": dtype}
         self.channels, self.kernel_size = channels, kernel_size
         self.weight = nn.Parameter(torch.empty(channels, kernel_size, **factory))
@@ -36,7 +42,10 @@ class CausalConv1d(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
-        return torch.ops.customops.causal_conv1d(x, self.weight, self.bias)
+        if self.activation is None:
+            return torch.ops.customops.causal_conv1d(x, self.weight, self.bias)
+        return torch.ops.customops.causal_conv1d(x, self.weight, self.bias, activation=self.activation)
 
     def extra_repr(self) -> str:
-        return f"{self.channels}, kernel_size={self.kernel_size}, bias={self.bias is not None}"
+        act = "" if self.activation is None else f", activation={self.activation!r}"
+        return f"{self.channels}, kernel_size={self.kernel_size}, bias={self.bias is not None}{act}"

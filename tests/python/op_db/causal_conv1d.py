@@ -17,12 +17,27 @@ from ._common import ErrorInput, OpInfo, SampleInput, _other_device, _placements
 ops = torch.ops.customops
 
 
-def _causal_conv1d_ref(x, weight, bias=None):
-    """The definition, tap by tap: tap k of channel c multiplies x delayed by K-1-k steps (zeros before t = 0)."""
-    K, L = weight.shape[1], x.shape[2]
-    padded = F.pad(x, (K - 1, 0))
-    y = sum(weight[None, :, k, None] * padded[:, :, k:k + L] for k in range(K))
-    return y if bias is None else y + bias[None, :, None]
+def _causal_conv1d_ref(x, weight, bias=None, *, activation=None, seq_idx=None, initial_states=None,
+                       return_final_states=False):
+    """The definition, tap by tap: tap k of channel c multiplies x delayed by K-1-k steps, the steps before t = 0
+    being initial_states (or zeros); with seq_idx, a tap counts only where the step it reads has t's index."""
+    (B, C, L), K = x.shape, weight.shape[1]
+    before = initial_states if initial_states is not None else x.new_zeros(B, C, K - 1)
+    steps = torch.cat([before, x], dim=-1)  # steps[..., j] is x at t = j - (K-1)
+    t = torch.arange(L, device=x.device)
+    y = x.new_zeros(B, C, L)
+    for k in range(K):
+        term = weight[None, :, k, None] * steps[:, :, k:k + L]
+        if seq_idx is not None:
+            read = t - (K - 1) + k
+            same = (read >= 0) & (seq_idx.long().gather(1, read.clamp(min=0).expand(B, L)) == seq_idx.long())
+            term = term * same[:, None, :]
+        y = y + term
+    if bias is not None:
+        y = y + bias[None, :, None]
+    if activation is not None:
+        y = y * torch.sigmoid(y)
+    return (y, steps[..., L:]) if return_final_states else y
 
 
 def _causal_conv1d_samples(device, dtype, requires_grad):
@@ -45,6 +60,44 @@ def _causal_conv1d_samples(device, dtype, requires_grad):
     yield SampleInput((t((2, 10, 6)).transpose(1, 2), t((6, 4)), t((6,))), name="transposed_BLC")
     yield SampleInput((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,), noncontiguous=True)),
                       name="noncontiguous")
+
+
+def extended_samples(device, dtype, requires_grad):
+    """Samples of the training call's keyword arguments (activation, seq_idx, initial_states), which run through
+    customops::causal_conv1d.mamba. The generic table-driven tests take `sample_inputs` only: the torch.func,
+    DTensor, ONNX, Inductor-decomposition, ExecuTorch and out-variant paths have no rule for the keyword arguments
+    yet, and this form is differentiable once (the generic gradgrad check would fail by design); CUDA has no
+    kernel for it yet. tests/python/test_causal_conv1d_states.py runs these against _causal_conv1d_ref."""
+
+    def t(shape, **kw):
+        return make_tensor(shape, device=device, dtype=dtype, low=-2, high=2, requires_grad=requires_grad, **kw)
+
+    def seq(*lengths):
+        # One row of packed sequences of these lengths: indices 0, 1, ... (Mamba's varlen form).
+        return torch.cat([torch.full((n,), i, dtype=torch.int32) for i, n in enumerate(lengths)]).to(device)
+
+    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"activation": "silu"}, "silu")
+    yield SampleInput((t((2, 3, 9)), t((3, 4)), None), {"activation": "swish"}, "swish_no_bias")
+    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3))}, "initial_states")
+    yield SampleInput((t((2, 3, 2)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3)), "activation": "silu"},
+                      "initial_states_shorter_than_filter")
+    yield SampleInput((t((2, 3, 6)), t((3, 1)), t((3,))), {"initial_states": t((2, 3, 0))}, "initial_states_K1")
+    rows = torch.stack([seq(3, 1, 5), seq(9)])
+    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"seq_idx": rows}, "seq_idx")
+    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"seq_idx": rows, "activation": "silu"}, "seq_idx_silu")
+    # Mamba's layout: (B, L, C) activations viewed as (B, C, L), read in place; the result keeps the layout.
+    yield SampleInput((t((2, 10, 6)).transpose(1, 2), t((6, 4)), t((6,))),
+                      {"activation": "silu", "initial_states": t((2, 3, 6)).transpose(1, 2)}, "channel_last")
+    yield SampleInput((t((2, 10, 6)).transpose(1, 2), t((6, 3)), None),
+                      {"seq_idx": torch.stack([seq(4, 6), seq(2, 2, 6)]), "activation": "silu"},
+                      "channel_last_seq_idx")
+    yield SampleInput((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,))),
+                      {"activation": "silu", "initial_states": t((2, 3, 3), noncontiguous=True)}, "noncontiguous")
+    yield SampleInput((t((0, 3, 6)), t((3, 4)), t((3,))), {"activation": "silu"}, "batch0")
+    yield SampleInput((t((2, 3, 0)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3))}, "length0")
+    yield SampleInput((t((2, 0, 5)), t((0, 4)), None), {"activation": "silu"}, "channels0")
+    yield SampleInput((t((1, 2, 300)), t((2, 8)), t((2,))),
+                      {"seq_idx": seq(100, 57, 143)[None], "activation": "silu"}, "long_K8")
 
 
 def _causal_conv1d_autocast_samples(device, low, requires_grad):
