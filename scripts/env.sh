@@ -48,6 +48,27 @@ ensure_disk_space() {
   fi
 }
 
+# The scripts build to test: on a machine without a GPU, where the CUDA kernels are compiled but never run,
+# for one architecture, Hopper's (9.0, with the sm_90a kernels), instead of every architecture a release targets
+# (cmake/CustomopsCudaToolchain.cmake), and to PTX alone (CUSTOMOPS_CUDA_PTX_ONLY: ptxas, 10-20 s a source on 2
+# cores, never runs); a machine with GPUs builds machine code for them. Every script decides this here, the same
+# way, so that the demo's build is the one the tests use (test_scripts.py): a second set of flags would compile
+# the whole tree again.
+# (The scripts source this file again in processes they start: what it adds, it adds once.)
+[[ " ${CUSTOMOPS_CMAKE_ARGS:-} " == *" -DCUSTOMOPS_DEFAULT_CUDA_ARCHS="* ]] \
+  || export CUSTOMOPS_CMAKE_ARGS="-DCUSTOMOPS_DEFAULT_CUDA_ARCHS=9.0 ${CUSTOMOPS_CMAKE_ARGS:-}"
+has_gpu() { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }
+if [[ -z "${TORCH_CUDA_ARCH_LIST:-}" ]] && ! has_gpu; then
+  export TORCH_CUDA_ARCH_LIST=9.0 CUSTOMOPS_CMAKE_ARGS="$CUSTOMOPS_CMAKE_ARGS -DCUSTOMOPS_CUDA_PTX_ONLY=ON"
+fi
+# CUSTOMOPS_SETTINGS_ONLY=1: print what decides the build and stop, before anything is installed or built (the
+# check that the README's two commands build alike).
+if [[ -n "${CUSTOMOPS_SETTINGS_ONLY:-}" ]]; then
+  echo "customops settings: BUILD_DIR=$BUILD_DIR TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-}" \
+    "CUSTOMOPS_CMAKE_ARGS=$(echo $CUSTOMOPS_CMAKE_ARGS) CUSTOMOPS_WHEEL_CUDA=${CUSTOMOPS_WHEEL_CUDA:-}"
+  exit 0
+fi
+
 # An editable install of another checkout puts an import hook ahead of PYTHONPATH: the scripts would build
 # this tree and test that one. Refuse instead.
 refuse_other_checkout() {
@@ -82,10 +103,6 @@ else
   export PATH="$VENV/bin:$PATH"
 fi
 export CUSTOMOPS_PYTHON="$PYTHON"
-# The scripts build to test: on a machine without a GPU, where the CUDA kernels are compiled but never run,
-# for sm_90 alone instead of every architecture a release targets (cmake/CustomopsCudaToolchain.cmake); a
-# machine with GPUs builds for them either way.
-export CUSTOMOPS_CMAKE_ARGS="-DCUSTOMOPS_DEFAULT_CUDA_ARCHS=9.0 ${CUSTOMOPS_CMAKE_ARGS:-}"
 
 # pytest's arguments that spread the tests over workers (pytest-xdist, in the project's environments): one per
 # core on a machine without a GPU, since the tests are mostly single-threaded Python, subprocesses and compilers
@@ -103,4 +120,13 @@ pytest_workers() {
   if ((workers > 1)) && "$PYTHON" -c 'import xdist' 2>/dev/null; then
     echo "-n $workers --dist ${1:-loadfile}"
   fi
+}
+
+# With CUSTOMOPS_JUNIT_DIR set (scripts/test.sh sets it), each pytest and ctest run writes a JUnit report there,
+# named after the leg and the run, for scripts/test_summary.py.
+pytest_junit() {
+  [[ -z "${CUSTOMOPS_JUNIT_DIR:-}" ]] || echo "--junitxml=$CUSTOMOPS_JUNIT_DIR/$1-pytest-$RANDOM$RANDOM.xml"
+}
+ctest_junit() {
+  [[ -z "${CUSTOMOPS_JUNIT_DIR:-}" ]] || echo "--output-junit $CUSTOMOPS_JUNIT_DIR/$1-ctest-$RANDOM$RANDOM.xml"
 }

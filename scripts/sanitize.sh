@@ -35,7 +35,9 @@ status=0
 # The test programs link the ASan runtime themselves. The install test is left out: it builds a separate,
 # uninstrumented consumer project (its CMake and nvcc must not load the runtime, nor can its program load it
 # first), and what it checks, the installed package, the unsanitized builds test.
-(cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 900 -E install_and_consume) || status=1
+leg="${CUSTOMOPS_LEG:-sanitized}"
+# shellcheck disable=SC2046
+(cd "$ASAN_BUILD" && ctest --output-on-failure --timeout 900 -E install_and_consume $(ctest_junit "$leg")) || status=1
 # libtorch and Python are not instrumented: the ASan runtime must be loaded before them.
 # (Worked out before the ASan runtime is preloaded: they run python and nvidia-smi.)
 per_file="$(pytest_workers)" per_test="$(pytest_workers load)"
@@ -43,9 +45,9 @@ cxx="${CXX:-g++}"
 export LD_PRELOAD="$("$cxx" -print-file-name=libasan.so) $("$cxx" -print-file-name=libubsan.so)"
 cd "$ROOT"
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest -q -p no:cacheprovider $per_test tests/python/test_ops.py \
+"$PYTHON" -m pytest -q -p no:cacheprovider $per_test $(pytest_junit "$leg") tests/python/test_ops.py \
   -k "matches_reference or gradcheck or error_inputs or fake_kernels or autocast" "$@" || status=1
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest -q -p no:cacheprovider $per_file tests/python/test_properties.py \
+"$PYTHON" -m pytest -q -p no:cacheprovider $per_file $(pytest_junit "$leg") tests/python/test_properties.py \
   tests/python/test_fuzz.py tests/python/test_concurrency.py "$@" || status=1
 exit $status

@@ -37,27 +37,40 @@ wait_ahead() {
   rm -f "$ahead_log"
 }
 
+# --full: the heavy checks whole (the model zoo's every model, the fuzzer's every call, the example scripts' every
+# network), as a developer runs them before landing a change to what they cover; without it they take compact
+# samples that still cover every op and every runtime (CUSTOMOPS_FULL_TESTS, tests/python/conftest.py).
+args=()
+for arg in "$@"; do
+  if [[ "$arg" == --full ]]; then export CUSTOMOPS_FULL_TESTS=1; else args+=("$arg"); fi
+done
+set -- ${args[@]+"${args[@]}"}
+
 if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}" ]]; then
   oldest="$(cd "$ROOT/requirements" && ls torch-*.txt | sed 's/^torch-//; s/\.txt$//' | sort -V | head -1)"
-  # Without a GPU nothing compiled for one runs here: the newest torch's build proves that every CUDA source
-  # compiles, to PTX (CUSTOMOPS_CUDA_PTX_ONLY: no ptxas, 10-20 s less a source; builds on the GPU machine make
-  # the machine code), for one architecture, Hopper's (9.0, with the sm_90a kernels), not for each of the six a
-  # build without a GPU targets (cmake/CustomopsCudaToolchain.cmake; that choice is checked at configure time,
-  # test_toolchain.py; depthwise_conv2d.cu, for one, compiles in 55 s for two architectures, 132 s for the six and
-  # PTX), and the
-  # oldest torch's build is CPU-only: compiling the CUDA sources a second time took a third of a 2-core CI run's
-  # 90 minutes' margin, and tests nothing more there than that they compile against the oldest torch's headers,
-  # which every build on the GPU machine (torch 2.11) does. With a GPU both builds have CUDA kernels.
-  newest_archs=() oldest_cpu_only=() oldest_cmake=""
+  # Where there is no GPU, nothing compiled for one runs: the newest torch's build (the demo's, scripts/env.sh)
+  # compiles the CUDA sources to PTX for 9.0, and the oldest torch's is CPU-only: compiling the CUDA sources a
+  # second time took a third of a 2-core CI run's 90 minutes' margin, and tests nothing more there than that they
+  # compile against the oldest torch's headers, which every build on the GPU machine (torch 2.11) does. With a GPU
+  # both builds have CUDA kernels.
+  oldest_cpu_only=() oldest_cmake=""
   if [[ -z "${TORCH_CUDA_ARCH_LIST:-}" ]] && ! { command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; }; then
-    newest_archs=("TORCH_CUDA_ARCH_LIST=9.0"
-                  "CUSTOMOPS_CMAKE_ARGS=${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_CUDA_PTX_ONLY=ON")
     oldest_cpu_only=("CUSTOMOPS_WHEEL_CUDA=OFF")
     oldest_cmake="-DCUSTOMOPS_WITH_CUDA=OFF"
-    echo "customops: no GPU here; the newest torch's build compiles CUDA code to PTX for 9.0, torch $oldest's is CPU-only" >&2
   fi
   oldest_env=("${oldest_cpu_only[@]}" CUSTOMOPS_TORCH="$oldest"
               CUSTOMOPS_CMAKE_ARGS="${CUSTOMOPS_CMAKE_ARGS:-} -DCUSTOMOPS_WITH_CUTLASS=OFF $oldest_cmake")
+  if [[ -n "${CUSTOMOPS_SETTINGS_ONLY:-}" ]]; then
+    # What each leg builds with, and nothing more (test_scripts.py compares the newest leg's with the demo's).
+    CUSTOMOPS_TEST_ONE_TORCH=1 bash "$0"
+    env "${oldest_env[@]}" bash "$0"
+    exit 0
+  fi
+  # Each pytest and ctest run writes a JUnit report here; scripts/test_summary.py reads them at the end.
+  export CUSTOMOPS_JUNIT_DIR="${CUSTOMOPS_JUNIT_DIR:-$(mktemp -d)}"
+  legs="$CUSTOMOPS_JUNIT_DIR/legs.tsv"
+  : >"$legs"
+  run_start=$SECONDS
   # The legs' tests run one after another; the next leg's set-up (its environment, its build) runs ahead, beside
   # the previous leg, at the lowest priority: its downloads wait on the network, not on the cores, and its build
   # takes what the tests leave idle (at normal priority, a build beside them made the tests 2.5 times as long).
@@ -68,31 +81,40 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   bash "$ROOT/scripts/system_tools.sh"  # once, before anything runs beside it (apt-get holds a lock)
   ahead "torch $oldest's environment and build" env "${oldest_env[@]}" bash "$ROOT/scripts/install.sh"
   status=0
-  start=$SECONDS
-  env "${newest_archs[@]}" CUSTOMOPS_TEST_ONE_TORCH=1 bash "$0" "$@" || status=1
+  # The newest torch runs every test.
+  start=$SECONDS leg_status=0
+  CUSTOMOPS_TEST_ONE_TORCH=1 CUSTOMOPS_LEG=newest bash "$0" "$@" || leg_status=1
+  printf 'newest torch\t%d\t%d\n' $((SECONDS - start)) $leg_status >>"$legs"
+  status=$((status | leg_status))
   echo "customops: tests against the default torch took $((SECONDS - start)) s" >&2
-  start=$SECONDS
+  start=$SECONDS leg_status=0
   wait_ahead
   ahead "the sanitized build" env CUSTOMOPS_SANITIZE_BUILD_ONLY=1 bash "$ROOT/scripts/sanitize.sh"
-  # The newest torch's library, which the oldest must refuse at import (test_package.py). The oldest builds
-  # without conv2d's sm_90a (CUTLASS) kernels, which the newest's build compiles: with a GPU, the build of everyone
-  # whose TORCH_CUDA_ARCH_LIST lacks 9.0, or who has no CUTLASS headers, must link and pass too. Its two longest checks
-  # take compact samples (the newest torch's leg runs them whole): a fifth of the fuzzer's calls (the first ones
-  # of the same sequence) and three models of the zoo, the segmentation-style one among them; gradcheck compares
-  # the gradients along random directions, not whole Jacobians (its fast mode). It builds both CPU kernel variants:
-  # with the DEFAULT ones alone (131 s less set-up) and ATen's AVX2 kernels beside them, the model benchmark's check
-  # of mobilenet_v2 (training mode, batch 2, which magnifies rounding) failed its margin (3.4e-3 against 3.1e-4).
-  env "${oldest_env[@]}" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" \
-    CUSTOMOPS_FUZZ_CALLS="${CUSTOMOPS_FUZZ_CALLS:-20000}" CUSTOMOPS_GRADCHECK_FAST="${CUSTOMOPS_GRADCHECK_FAST:-1}" \
-    CUSTOMOPS_ZOO_CHECK_MODELS="${CUSTOMOPS_ZOO_CHECK_MODELS:-efficientnet_b0,convnextv2_atto,fpn_mobilenetv3}" \
-    bash "$0" "$@" || status=1
+  # The oldest torch runs what can differ between torch versions: the tests not marked torch_independent
+  # (pytest.ini; test_scripts.py checks that every test file chooses). It loads the newest torch's library, which
+  # it must refuse at import (test_package.py). It builds without conv2d's sm_90a (CUTLASS) kernels, which the
+  # newest's build compiles: with a GPU, the build of everyone whose TORCH_CUDA_ARCH_LIST lacks 9.0, or who has no
+  # CUTLASS headers, must link and pass too. gradcheck compares the gradients along random directions, not whole
+  # Jacobians (its fast mode). It builds both CPU kernel variants: with the DEFAULT ones alone (131 s less set-up)
+  # and ATen's AVX2 kernels beside them, the model benchmark's check of mobilenet_v2 (training mode, batch 2, which
+  # magnifies rounding) failed its margin (3.4e-3 against 3.1e-4).
+  env "${oldest_env[@]}" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" CUSTOMOPS_LEG=oldest \
+    CUSTOMOPS_GRADCHECK_FAST="${CUSTOMOPS_GRADCHECK_FAST:-1}" CUSTOMOPS_PYTEST_MARKERS="not torch_independent" \
+    bash "$0" "$@" || leg_status=1
+  printf 'torch %s\t%d\t%d\n' "$oldest" $((SECONDS - start)) $leg_status >>"$legs"
+  status=$((status | leg_status))
   echo "customops: tests against torch $oldest took $((SECONDS - start)) s" >&2
-  start=$SECONDS
+  start=$SECONDS leg_status=0
   wait_ahead
-  # The CPU kernels once more, built with AddressSanitizer and UndefinedBehaviorSanitizer; the fuzzer's compact
-  # sample, as in the oldest torch's leg (the sanitizers slow each call several times over).
-  CUSTOMOPS_FUZZ_CALLS="${CUSTOMOPS_FUZZ_CALLS:-20000}" bash "$ROOT/scripts/sanitize.sh" || status=1
+  # The CPU kernels once more, built with AddressSanitizer and UndefinedBehaviorSanitizer.
+  CUSTOMOPS_LEG=sanitized bash "$ROOT/scripts/sanitize.sh" || leg_status=1
+  printf 'sanitized\t%d\t%d\n' $((SECONDS - start)) $leg_status >>"$legs"
+  status=$((status | leg_status))
   echo "customops: the sanitized build and its tests took $((SECONDS - start)) s" >&2
+  # Each leg's time and counts, the slowest tests, and the time budget: a run past it fails here, loudly, while
+  # CI's own limit (90 minutes, on a machine whose speed varies twofold from day to day) is still some way off.
+  python3 "$ROOT/scripts/test_summary.py" "$CUSTOMOPS_JUNIT_DIR" --seconds $((SECONDS - run_start)) \
+    --budget-minutes "${CUSTOMOPS_TEST_BUDGET_MINUTES:-60}" || status=1
   exit $status
 fi
 
@@ -128,7 +150,12 @@ fi
 "$PYTHON" -c 'import sys, torch; print("customops: testing against torch", torch.__version__, "in", sys.executable)'
 
 status=0
-(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900) || status=1
+leg="${CUSTOMOPS_LEG:-tests}"
+markers=()
+[[ -z "${CUSTOMOPS_PYTEST_MARKERS:-}" ]] || markers=(-m "$CUSTOMOPS_PYTEST_MARKERS")
 # shellcheck disable=SC2046
-(cd "$ROOT" && "$PYTHON" -m pytest tests/python -q -p no:cacheprovider --durations=30 $(pytest_workers) "$@") || status=1
+(cd "$BUILD_DIR" && ctest --output-on-failure --timeout 900 $(ctest_junit "$leg")) || status=1
+# shellcheck disable=SC2046
+(cd "$ROOT" && "$PYTHON" -m pytest tests/python -q -p no:cacheprovider --durations=30 $(pytest_workers) \
+  $(pytest_junit "$leg") ${markers[@]+"${markers[@]}"} "$@") || status=1
 exit $status

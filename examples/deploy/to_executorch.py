@@ -2,7 +2,7 @@
 by op, and time each program beside the same network of plain torch.nn layers lowered the same way, in
 ExecuTorch's runtime on this machine's CPU. Prints a Markdown table (docs/deploy.md has it).
 
-    python examples/deploy/to_executorch.py [--out DIR] [--rounds 30] [--calls 10]
+    python examples/deploy/to_executorch.py [--out DIR] [--rounds 30] [--calls 10] [--networks 0,1,2,3,4]
 
 The networks: the segmentation model of train_export.py (trained a few steps) with its resizes asymmetric and
 align_corners (its plain twin: nn.Conv2d, QuickGELU written as x * sigmoid(1.702 x), F.interpolate, half_pixel where
@@ -101,25 +101,62 @@ def swiglu_mlp(fused: bool) -> nn.Module:
     return nn.Sequential(_SwiGLU(512, 1408, fused), _SwiGLU(512, 1408, fused)).eval()
 
 
-def networks():
-    """(name, customops network, plain torch.nn network, example input)."""
+def _segmenters():
     segmenter, (images,) = build(25)
     for mode in ("asymmetric", "align_corners"):
         model = copy.deepcopy(segmenter)
         model.up.coordinate_mode = mode
         yield f"segmentation model (train_export.py), {mode} resizes, 4x3x32x32", model.eval(), plain_twin(model), (
             images,)
+
+
+def _mobilenet():
     import torchvision
 
     torch.manual_seed(0)
     mobilenet = torchvision.models.mobilenet_v2(num_classes=10).eval()
     yield ("MobileNetV2 (random weights), 1x3x96x96", customops.convert(copy.deepcopy(mobilenet)).eval(), mobilenet,
            (torch.randn(1, 3, 96, 96),))
+
+
+def _swiglu():
     yield "SwiGLU MLP, 2 blocks (random weights), 64x512 tokens", swiglu_mlp(True), swiglu_mlp(False), (
         torch.randn(64, 512),)
+
+
+def _convnext():
     plain = convnext_style()
     yield ("ConvNeXt-style 7x7 depthwise blocks (random weights), 1x3x112x112",
            customops.convert(copy.deepcopy(plain)).eval(), plain, (torch.randn(1, 3, 112, 112),))
+
+
+# Each maker's networks, in the table's order: the segmentation model's two (it trains once for both), MobileNetV2,
+# the SwiGLU MLP, the ConvNeXt-style stack.
+_MAKERS = ((_segmenters, 2), (_mobilenet, 1), (_swiglu, 1), (_convnext, 1))
+COUNT = sum(n for _, n in _MAKERS)
+
+
+def networks(which=None):
+    """(name, customops network, plain torch.nn network, example input) of each network, or of those whose
+    indices `which` holds: only their makers run (the segmentation model trains only where one of its two is
+    asked for)."""
+    first = 0
+    for make, n in _MAKERS:
+        if which is None or any(first + i in which for i in range(n)):
+            for i, network in enumerate(make()):
+                if which is None or first + i in which:
+                    yield network
+        first += n
+
+
+def _indices(text: str) -> set:
+    try:
+        indices = {int(i) for i in text.split(",")}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated indices, got {text!r}") from None
+    if not indices <= set(range(COUNT)):
+        raise argparse.ArgumentTypeError(f"indices go from 0 to {COUNT - 1}, got {text!r}")
+    return indices
 
 
 def main() -> None:
@@ -127,11 +164,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="where to keep each network's .pte")
     parser.add_argument("--rounds", type=int, default=30, help="rounds of calls, the two networks taking turns")
     parser.add_argument("--calls", type=int, default=10, help="calls per round")
+    parser.add_argument("--networks", type=_indices, help=f"which networks, by index in the table (0-{COUNT - 1}), "
+                        "comma-separated; default: all")
     options = parser.parse_args()
     if options.out:
         options.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for i, (name, model, plain, args) in enumerate(networks()):
+    indices = sorted(options.networks) if options.networks else range(COUNT)
+    for i, (name, model, plain, args) in zip(indices, networks(options.networks)):
         report = customops.deploy.check(model, args, runtime="executorch")
         print(report, file=sys.stderr)
         ours = _program(model, args, options.out / f"network{i}.pte" if options.out else None)

@@ -12,6 +12,15 @@ import customops  # noqa: E402,F401  (loads the library once, for every test)
 HAS_CUDA = torch.cuda.is_available()
 requires_cuda = pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 
+# The heavy checks (the model zoo's, the fuzzer's, the deployment examples' networks) take compact samples unless
+# CUSTOMOPS_FULL_TESTS=1 (`scripts/test.sh --full`): each sample still reaches every op and every runtime.
+FULL_TESTS = os.environ.get("CUSTOMOPS_FULL_TESTS", "") not in ("", "0")
+
+
+def full_or_sample(full, sample):
+    """`full` under CUSTOMOPS_FULL_TESTS=1, else the compact `sample`."""
+    return full if FULL_TESTS else sample
+
 
 def cuda_kernel_names(fn) -> list[str]:
     """The names of the CUDA kernels fn launches (the profiler's), for tests of which path a call takes."""

@@ -20,6 +20,8 @@ from conftest import requires_cuda
 from op_db import OP_DB
 from test_registry import registered_ops
 
+pytestmark = pytest.mark.torch_dependent
+
 
 def _sample(op, device):
     return next(s for s in op.sample_inputs(device, torch.float32, False)

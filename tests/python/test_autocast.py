@@ -14,6 +14,8 @@ import customops
 from conftest import requires_cuda
 from op_db.trilinear import _trilinear_ref
 
+pytestmark = pytest.mark.torch_dependent
+
 
 class Net(nn.Module):
     """conv -> QuickGELU -> depthwise conv -> bilinear x2 -> im2col/col2im ->

@@ -10,6 +10,8 @@ import torch.nn as nn
 import customops
 from conftest import cuda_kernel_names, requires_cuda
 
+pytestmark = pytest.mark.torch_dependent
+
 BF16_CL = dict(dtype=torch.bfloat16, channels_last=True)
 
 

@@ -6,7 +6,7 @@ import torch
 
 from customops.benchmark import kernels
 
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.torch_independent]
 
 
 def test_profile_finds_the_swapped_operators():

@@ -16,7 +16,7 @@ def cells(row: str, *names: str) -> list[str]:
     """The cells of a Markdown table row under the given headers."""
     values = row.split(" | ")
     return [values[models.HEADER.index(name)] for name in names]
-pytestmark = pytest.mark.usefixtures("one_thread")
+pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.torch_independent]
 
 
 def test_replknet_stage_has_large_and_small_depthwise_branches():

@@ -10,14 +10,21 @@ import torch
 
 pytest.importorskip("timm")
 
+from conftest import full_or_sample  # noqa: E402
 from customops.benchmark import zoo  # noqa: E402
+
+pytestmark = pytest.mark.torch_independent
+
+
+# Three models of the zoo that between them hold each kind of layer it converts: an inverted-residual net's 3x3 and
+# 5x5 depthwise convolutions, strided ones among them, a ConvNeXt's 7x7 ones, and the segmentation model's resizes.
+SAMPLE = ("efficientnet_b0", "convnextv2_atto", zoo.SEGMENTATION)
 
 
 def _checked_models() -> tuple:
-    """The whole zoo; CUSTOMOPS_ZOO_CHECK_MODELS names a compact sample instead (scripts/test.sh gives the oldest
-    torch's leg one: the newest's leg checks every model)."""
+    """The sample, or the whole zoo under CUSTOMOPS_FULL_TESTS=1; CUSTOMOPS_ZOO_CHECK_MODELS names others."""
     names = os.environ.get("CUSTOMOPS_ZOO_CHECK_MODELS")
-    return tuple(names.split(",")) if names else zoo.ZOO
+    return tuple(names.split(",")) if names else full_or_sample(zoo.ZOO, SAMPLE)
 
 
 def test_every_zoo_model_converts_and_matches_the_original(capsys):

@@ -18,6 +18,7 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed"),
     pytest.mark.skipif(os.environ.get("CUSTOMOPS_CCACHE") == "0", reason="CUSTOMOPS_CCACHE=0: no compiler cache"),
     pytest.mark.skipif(shutil.which("ninja") is None, reason="the object targets are named as Ninja names them"),
+    pytest.mark.torch_independent,
 ]
 
 

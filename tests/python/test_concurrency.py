@@ -23,6 +23,8 @@ import torch
 from conftest import requires_cuda
 from op_db import OP_DB, OpInfo
 
+pytestmark = pytest.mark.torch_independent
+
 THREADS = 4
 ROUNDS = 3  # each thread runs every call this many times, in its own shuffled order
 

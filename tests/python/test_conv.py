@@ -11,7 +11,7 @@ import customops
 from conftest import cuda_kernel_names, requires_cuda
 
 # Tests of customops' own kernels: the rule of customops.backends must not hand their shapes to PyTorch.
-pytestmark = pytest.mark.usefixtures("customops_kernels")
+pytestmark = [pytest.mark.usefixtures("customops_kernels"), pytest.mark.torch_independent]
 
 
 def test_conv2d_chunks_under_the_workspace_limit(monkeypatch):

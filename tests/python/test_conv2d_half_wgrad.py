@@ -15,6 +15,7 @@ pytestmark = [
     requires_cuda,
     pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability() < (8, 0),
                        reason="the kernel needs compute capability 8.0"),
+    pytest.mark.torch_independent,
 ]
 
 _KERNEL = "half_weight_grad"

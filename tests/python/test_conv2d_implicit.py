@@ -13,7 +13,7 @@ import torch.nn.functional as F
 import customops
 from conftest import cuda_kernel_names, requires_cuda
 
-pytestmark = requires_cuda
+pytestmark = [requires_cuda, pytest.mark.torch_independent]
 
 
 def _implicit_available() -> bool:

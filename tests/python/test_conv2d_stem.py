@@ -18,7 +18,7 @@ from conftest import cuda_kernel_names, requires_cuda
 from test_conv2d_grouped import _check_default_and_explicit, _inputs
 from test_conv2d_implicit import _check, _check_results, _reference, _run
 
-pytestmark = requires_cuda
+pytestmark = [requires_cuda, pytest.mark.torch_independent]
 
 # (N, C, H, W, K, (kh, kw), stride, padding, dilation, groups, name,
 #  stem kernels for: the forward, the input gradient, the weight gradient)

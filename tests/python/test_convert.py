@@ -17,6 +17,8 @@ from torch import nn
 import customops
 from conftest import requires_cuda
 
+pytestmark = pytest.mark.torch_dependent
+
 
 class ScaledConv(nn.Conv2d):
     """A subclass with its own forward: convert must not swap it."""

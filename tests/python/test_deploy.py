@@ -20,6 +20,8 @@ import customops  # noqa: E402
 from customops.deploy import check  # noqa: E402
 from customops.deploy.cli import main  # noqa: E402
 
+pytestmark = pytest.mark.torch_dependent
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
 

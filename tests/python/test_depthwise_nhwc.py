@@ -17,7 +17,7 @@ import customops
 from conftest import cuda_kernel_names, requires_cuda
 
 # Tests of customops' own kernels: the rule of customops.backends must not hand their shapes to PyTorch.
-pytestmark = [requires_cuda, pytest.mark.usefixtures("customops_kernels")]
+pytestmark = [requires_cuda, pytest.mark.usefixtures("customops_kernels"), pytest.mark.torch_independent]
 
 DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
 # Error over the reference's largest magnitude: accumulation in float (double),

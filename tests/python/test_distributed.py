@@ -16,8 +16,9 @@ import torch.multiprocessing as mp
 
 import customops
 
-pytestmark = pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
-                                reason="torch.distributed with gloo is not available")
+pytestmark = [pytest.mark.skipif(not (torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+                                 reason="torch.distributed with gloo is not available"),
+              pytest.mark.torch_dependent]
 
 WORLD = 2
 TIMEOUT_S = 240

@@ -20,7 +20,7 @@ sys.path.insert(0, str(ROOT / "docs" / "_ext"))
 
 import customops_tables  # noqa: E402
 
-pytestmark = pytest.mark.every_op  # each test checks every op's rows
+pytestmark = [pytest.mark.every_op, pytest.mark.torch_independent]  # each test checks every op's rows
 
 # Where each table's rows are declared, for the failure messages.
 SOURCES = {

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.torch_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 

@@ -14,12 +14,15 @@ import torch
 
 import customops
 import customops.deploy
+from conftest import full_or_sample
 from op_db import OP_DB, OpInfo
 
 pytest.importorskip("executorch.exir", reason="needs executorch (requirements/torch-2.15.txt)")
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner  # noqa: E402
 from executorch.exir import to_edge_transform_and_lower  # noqa: E402
 from customops.deploy.pte import execute  # noqa: E402
+
+pytestmark = pytest.mark.torch_dependent
 
 # A compact sample of each op (a conversion takes seconds): its first sample with data (ExecuTorch's planner
 # takes no empty tensors); test_the_decompositions_compute_the_ops checks every sample.
@@ -409,14 +412,18 @@ def test_example_networks(index):
 
 
 def test_example_script(tmp_path):
+    # The compact sample: the two networks whose programs run customops' own kernels (test_example_networks lowers
+    # the first three); the whole table under CUSTOMOPS_FULL_TESTS=1.
+    indices = full_or_sample([0, 1, 2, 3, 4], [3, 4])
     out = subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "..", "..", "examples", "deploy",
                                                        "to_executorch.py"), "--rounds", "2", "--calls", "1",
-                          "--out", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+                          "--networks", ",".join(map(str, indices)), "--out", str(tmp_path)],
+                         capture_output=True, text=True, cwd=tmp_path,
                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     table = [line for line in out.stdout.splitlines()
              if line.startswith("| ") and not line.startswith(("| network", "| ---"))]
-    assert len(table) == 5 and all(float(line.split("|")[5]) > 0 for line in table), out.stdout
-    assert sorted(p.name for p in tmp_path.glob("*.pte")) == [f"network{i}.pte" for i in range(5)]
+    assert len(table) == len(indices) and all(float(line.split("|")[5]) > 0 for line in table), out.stdout
+    assert sorted(p.name for p in tmp_path.glob("*.pte")) == [f"network{i}.pte" for i in indices]
     # The ConvNeXt-style network's 7x7 depthwise layers run customops' kernel, so does the MLP's silu_mul.
     assert "customops kernel (depthwise_conv2d.out)" in out.stderr and "customops kernel (silu_mul.out)" in out.stderr

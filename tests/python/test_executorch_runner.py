@@ -16,6 +16,8 @@ from op_db import OP_DB
 pytest.importorskip("executorch.exir", reason="needs executorch (requirements/torch-2.15.txt)")
 from customops.deploy.pte import lower  # noqa: E402
 
+pytestmark = pytest.mark.torch_dependent
+
 
 def _runner():
     try:

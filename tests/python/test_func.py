@@ -14,6 +14,8 @@ from torch import func
 from conftest import requires_cuda
 from op_db import OP_DB, OpInfo, SampleInput
 
+pytestmark = pytest.mark.torch_dependent
+
 BATCH = 3  # vmapped batch size
 
 

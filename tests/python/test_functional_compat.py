@@ -38,6 +38,8 @@ from op_db.conv import CONV2D
 from op_db.fold import COL2IM, IM2COL
 from op_db.upsample import UPSAMPLE_BILINEAR2D
 
+pytestmark = pytest.mark.torch_dependent
+
 DTYPES = (torch.float64, torch.float32, torch.bfloat16)
 
 # PyTorch tests these dtypes too; customops' kernels take floating types only

@@ -15,6 +15,8 @@ import customops.inductor as inductor
 from conftest import HAS_CUDA
 from op_db import OP_DB, OpInfo
 
+pytestmark = pytest.mark.torch_dependent
+
 DECOMPOSED_OPS = [op for op in OP_DB if op.name in inductor.decomposed()]
 DEVICES = ["cpu"] + (["cuda"] if HAS_CUDA else [])
 

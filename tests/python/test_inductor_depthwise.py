@@ -22,6 +22,8 @@ from customops.inductor import conv as family
 from conftest import HAS_CUDA
 from op_db import OP_DB
 
+pytestmark = pytest.mark.torch_dependent
+
 OP = next(op for op in OP_DB if op.name == "depthwise_conv2d")
 ops, aten = torch.ops.customops, torch.ops.aten
 PASSES = ("forward", "input_grad", "weight_grad")

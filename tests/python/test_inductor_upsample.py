@@ -12,6 +12,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import customops
 
+pytestmark = pytest.mark.torch_dependent
+
 ops, aten = torch.ops.customops, torch.ops.aten
 
 # (input, output size, dtype, channels_last): the rule gives the first backward to PyTorch's kernel (checked

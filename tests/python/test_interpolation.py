@@ -14,6 +14,8 @@ from conftest import HAS_CUDA, requires_cuda
 from op_db.trilinear import _trilinear_ref
 from op_db.upsample import _resize_ref
 
+pytestmark = pytest.mark.torch_dependent
+
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 
 # TensorFlow's switches for each coordinate_mode: (align_corners, half_pixel_centers).

@@ -18,6 +18,8 @@ import torch
 
 from customops.dev import new_op
 
+pytestmark = pytest.mark.torch_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 NAME = "scaffold_probe"
 COPIED = ["upsample_bilinear2d", "trilinear_interpolation"]  # alone in their families; pointwise ops are written

@@ -27,6 +27,8 @@ import customops  # noqa: E402
 from conftest import requires_cuda  # noqa: E402
 from op_db import OP_DB, OpInfo, SideBySide  # noqa: E402
 
+pytestmark = pytest.mark.torch_dependent
+
 RTOL = ATOL = 1e-5  # float32, ONNX Runtime against eager
 MODEL_TOL = 1e-4  # whole networks
 COORDINATE_MODES = ("half_pixel", "align_corners", "asymmetric")

@@ -14,6 +14,8 @@ from torch._dynamo.utils import counters
 from conftest import HAS_CUDA, requires_cuda
 from op_db import OP_DB, OpInfo, SampleInput
 
+pytestmark = pytest.mark.torch_dependent
+
 
 def _dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")

@@ -11,6 +11,8 @@ import torch
 import customops
 from op_db import OP_DB, OpInfo
 
+pytestmark = pytest.mark.torch_dependent
+
 OUT_OPS = [op for op in OP_DB if "out" in getattr(torch.ops.customops, op.name).overloads()]
 
 

@@ -12,6 +12,8 @@ import torch
 
 import customops
 
+pytestmark = pytest.mark.torch_dependent
+
 
 def test_import_from_any_working_directory(tmp_path):
     code = "import torch, customops; print(customops.library_path()); print(customops.quick_gelu(torch.ones(2)))"

@@ -25,7 +25,7 @@ import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.pip
+pytestmark = [pytest.mark.pip, pytest.mark.torch_independent]
 
 
 def _require_build_backend():

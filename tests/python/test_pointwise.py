@@ -13,6 +13,8 @@ from customops import pointwise
 from customops.onnx import _pointwise as onnx_pointwise
 from op_db import OP_DB
 
+pytestmark = pytest.mark.torch_independent
+
 FAMILIES = pointwise.families()
 
 

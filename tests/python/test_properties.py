@@ -39,6 +39,8 @@ import strategies as S
 from conftest import cuda_kernel_names, requires_cuda
 from op_db import OP_DB, OpInfo, SampleInput
 
+pytestmark = pytest.mark.torch_independent
+
 OPS: dict[str, OpInfo] = {op.name: op for op in OP_DB}
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 TF32_TOLERANCE = (5e-3, 5e-3)  # 10-bit mantissas: about 2^-11 a product

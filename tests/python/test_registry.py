@@ -9,6 +9,8 @@ import customops
 from customops.dev import new_op
 from op_db import OP_DB
 
+pytestmark = pytest.mark.torch_dependent
+
 
 def registered_ops() -> list[str]:
     return customops._library.registered_ops()

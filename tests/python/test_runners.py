@@ -7,6 +7,8 @@ import pytest
 
 import customops
 
+pytestmark = pytest.mark.torch_independent
+
 # Each runner's name for customops.runner_path, and the options it needs besides the model file.
 RUNNERS = {"torchscript": [], "aoti": ["--inputs", "in.pt"], "executorch_runner": ["--inputs", "in.bin"]}
 

@@ -25,6 +25,8 @@ sys.path.insert(0, str(ROOT / "cmake" / "python"))
 
 import customops_cuda_toolchain as toolchain  # noqa: E402
 
+pytestmark = pytest.mark.torch_independent
+
 
 def _without_cuda(tmp_path: Path, *, trap: bool = False) -> dict:
     """The environment with no CUDA compiler to find; with trap, an `nvcc` on PATH that records being run."""

@@ -11,6 +11,8 @@ import torch
 from conftest import requires_cuda
 from op_db import OP_DB
 
+pytestmark = pytest.mark.torch_dependent
+
 
 def runner() -> Path:
     build = Path(os.environ.get("CUSTOMOPS_BUILD_DIR", Path(__file__).resolve().parents[2] / "build"))

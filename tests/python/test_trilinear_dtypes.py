@@ -19,6 +19,8 @@ from conftest import requires_cuda
 from op_db import DEFAULT_TOLERANCES
 from op_db.trilinear import _trilinear_ref
 
+pytestmark = pytest.mark.torch_independent
+
 FLOATING = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 PAIRS = list(itertools.product(FLOATING, FLOATING))
 MIXED = [(f, p) for f, p in PAIRS if f != p]
