@@ -203,6 +203,13 @@ namespace cuda {
 at::Tensor causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias);
 causal_conv1d_impl::Grads causal_conv1d_backward(const at::Tensor& grad_out, const at::Tensor& x,
                                                  const at::Tensor& weight, std::array<bool, 3> output_mask);
+at::Tensor causal_conv1d_mamba(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+                               std::optional<c10::string_view> activation, const std::optional<at::Tensor>& seq_idx,
+                               const std::optional<at::Tensor>& initial_states);
+causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
+    const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
+    std::array<bool, 4> output_mask, std::optional<c10::string_view> activation,
+    const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states);
 } // namespace cuda
 
 namespace meta {

@@ -234,23 +234,6 @@ at::Tensor causal_conv1d_mamba_autocast(const at::Tensor& x, const at::Tensor& w
                                                     lp.cast(initial_states));
 }
 
-// activation, seq_idx and initial_states have CPU kernels only: on CUDA, a clear refusal rather than the
-// dispatcher's missing-kernel error.
-[[maybe_unused]] at::Tensor causal_conv1d_mamba_cuda(const at::Tensor&, const at::Tensor&,
-                                                     const std::optional<at::Tensor>&, std::optional<c10::string_view>,
-                                                     const std::optional<at::Tensor>&,
-                                                     const std::optional<at::Tensor>&) {
-  TORCH_CHECK(false, "customops::causal_conv1d: activation, seq_idx and initial_states have no CUDA kernel yet; "
-              "call it on CPU tensors");
-}
-
-[[maybe_unused]] causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward_cuda(
-    const at::Tensor&, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, std::array<bool, 4>,
-    std::optional<c10::string_view>, const std::optional<at::Tensor>&, const std::optional<at::Tensor>&) {
-  TORCH_CHECK(false, "customops::causal_conv1d_backward: activation, seq_idx and initial_states have no CUDA kernel "
-              "yet; call it on CPU tensors");
-}
-
 // Autocast: the autocast dtype, as aten::conv1d (a convolution); the casts are
 // ops autograd records, so gradients reach float32 parameters as float32. The
 // backward op keeps its inputs' dtype, as convolution_backward does.
@@ -287,8 +270,8 @@ TORCH_LIBRARY_IMPL(customops, CPU, m) {
 TORCH_LIBRARY_IMPL(customops, CUDA, m) {
   m.impl("causal_conv1d", &customops::cuda::causal_conv1d);
   m.impl("causal_conv1d_backward", &customops::cuda::causal_conv1d_backward);
-  m.impl("causal_conv1d.mamba", &customops::causal_conv1d_mamba_cuda);
-  m.impl("causal_conv1d_backward.mamba", &customops::causal_conv1d_mamba_backward_cuda);
+  m.impl("causal_conv1d.mamba", &customops::cuda::causal_conv1d_mamba);
+  m.impl("causal_conv1d_backward.mamba", &customops::cuda::causal_conv1d_mamba_backward);
 }
 #endif
 

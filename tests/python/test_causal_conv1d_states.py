@@ -9,6 +9,7 @@ import torch
 from torch.testing import make_tensor
 
 import customops
+from conftest import requires_cuda
 from op_db.causal_conv1d import _causal_conv1d_ref, extended_samples
 
 pytestmark = pytest.mark.torch_dependent
@@ -17,6 +18,7 @@ ops = torch.ops.customops
 TOLERANCES = {torch.float64: (1e-10, 1e-12), torch.float32: (1e-5, 1e-5), torch.float16: (1e-2, 1e-2),
               torch.bfloat16: (5e-2, 5e-2)}
 SAMPLES = list(extended_samples("cpu", torch.float64, False))
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 
 
 def _double(v):
@@ -27,12 +29,13 @@ def _channel_last(t):
     return t.dim() == 3 and t.stride(1) == 1 and t.stride(2) != 1
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
-def test_matches_the_reference(dtype):
-    for sample in extended_samples("cpu", dtype, False):
+def test_matches_the_reference(device, dtype):
+    for sample in extended_samples(device, dtype, False):
         out = customops.causal_conv1d(*sample.args, **sample.kwargs)
         want = _causal_conv1d_ref(*map(_double, sample.args), **{k: _double(v) for k, v in sample.kwargs.items()})
-        assert out.dtype == dtype and out.shape == want.shape, sample.name
+        assert out.dtype == dtype and out.shape == want.shape and out.device == x_device(sample), sample.name
         rtol, atol = TOLERANCES[dtype]
         torch.testing.assert_close(out.double(), want, rtol=rtol, atol=atol, msg=lambda m: f"{sample.name}: {m}")
         # Mamba's layout is kept: a channel-last x gives a channel-last result; any other, a contiguous one.
@@ -41,6 +44,10 @@ def test_matches_the_reference(dtype):
             assert _channel_last(out), sample.name
         else:
             assert out.is_contiguous(), sample.name
+
+
+def x_device(sample):
+    return sample.args[0].device
 
 
 def _differentiable(sample):
@@ -65,14 +72,15 @@ def test_gradcheck(sample):
     assert torch.autograd.gradcheck(f, tensors)
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_gradients_match_the_reference(dtype):
-    for sample in extended_samples("cpu", dtype, True):
+def test_gradients_match_the_reference(device, dtype):
+    for sample in extended_samples(device, dtype, True):
         out = customops.causal_conv1d(*sample.args, **sample.kwargs)
         if out.numel() == 0:
             continue
         ours = _differentiable(sample)
-        grad = torch.randn(out.shape, dtype=torch.float64)
+        grad = torch.randn(out.shape, dtype=torch.float64, device=device)
         got = torch.autograd.grad(out, ours, grad.to(dtype))
         refs = [t.detach().double().requires_grad_() for t in ours]
         x, w, *rest = refs
@@ -227,3 +235,36 @@ def test_backward_op_checks_grad_out():
                                          activation="silu")
     gx, gw, gb, gi = ops.causal_conv1d_backward.mamba(torch.randn(2, 3, 8), x, w, None, [True, False, False, False])
     assert gx.shape == x.shape and gw is None and gb is None and gi is None
+
+
+@requires_cuda
+def test_cuda_matches_cpu_and_repeats_bitwise():
+    # The CUDA kernels against the CPU kernels on a sample past one block of steps, and run twice: the weight and
+    # bias gradients are reduced in a fixed order, so the same bits each run.
+    torch.manual_seed(3)
+    x = torch.randn(3, 700, 24).transpose(1, 2)
+    w, b, init = torch.randn(24, 4), torch.randn(24), torch.randn(3, 24, 3)
+    grad = torch.randn(3, 24, 700)
+
+    def run(device):
+        ts = [t.to(device).requires_grad_() for t in (x, w, b, init)]
+        out = customops.causal_conv1d(ts[0], ts[1], ts[2], activation="silu", initial_states=ts[3])
+        return [out, *torch.autograd.grad(out, ts, grad.to(device))]
+
+    cpu, cuda, again = run("cpu"), run("cuda"), run("cuda")
+    assert cuda[0].stride() == cpu[0].stride() and cuda[1].stride() == cpu[1].stride()
+    for got, want, repeat in zip(cuda, cpu, again):
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+        assert torch.equal(got, repeat)
+
+
+@requires_cuda
+def test_cuda_seq_idx_and_the_current_stream():
+    seq = torch.tensor([[0, 0, 1, 1, 1, 2, 2, 2, 2]], dtype=torch.int32)
+    x, w = torch.randn(1, 5, 9, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64)
+    want = _causal_conv1d_ref(x, w, seq_idx=seq, activation="silu")
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        got = customops.causal_conv1d(x.cuda(), w.cuda(), seq_idx=seq.cuda(), activation="silu")
+    stream.synchronize()
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-12, atol=1e-12)

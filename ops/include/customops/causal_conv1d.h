@@ -67,8 +67,8 @@ struct CausalConv1dOptions {
 };
 
 // The training call with those arguments (customops::causal_conv1d.mamba): the result has x's layout (a
-// channel-last x, Mamba's (B, L, C) viewed as (B, C, L), is read in place); CPU only so far; differentiable once,
-// in initial_states too.
+// channel-last x, Mamba's (B, L, C) viewed as (B, C, L), is read in place); differentiable once, in
+// initial_states too.
 inline at::Tensor causal_conv1d(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                                 const CausalConv1dOptions& options) {
   std::optional<c10::string_view> activation;

@@ -57,9 +57,9 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, a
         call (no ``activation``, ``seq_idx`` nor ``initial_states``) gives a
         contiguous result and is differentiable twice in ``x``, ``weight`` and
         ``bias``; with any of them, the result has ``x``'s layout (channel-last
-        ``x``, as Mamba's, is read in place and gives a channel-last result),
-        it runs on CPU only so far, and it is differentiable once (as
-        causal-conv1d's), in ``initial_states`` too. The weight and bias
+        ``x``, as Mamba's, is read in place and gives a channel-last result)
+        and it is differentiable once (as causal-conv1d's), in
+        ``initial_states`` too. The weight and bias
         gradients are sums over batch and time in a fixed order (the same bits
         every run). Under ``torch.autocast`` it runs in the autocast dtype, as
         ``F.conv1d`` does.

@@ -66,8 +66,8 @@ def extended_samples(device, dtype, requires_grad):
     """Samples of the training call's keyword arguments (activation, seq_idx, initial_states), which run through
     customops::causal_conv1d.mamba. The generic table-driven tests take `sample_inputs` only: the torch.func,
     DTensor, ONNX, Inductor-decomposition, ExecuTorch and out-variant paths have no rule for the keyword arguments
-    yet, and this form is differentiable once (the generic gradgrad check would fail by design); CUDA has no
-    kernel for it yet. tests/python/test_causal_conv1d_states.py runs these against _causal_conv1d_ref."""
+    yet, and this form is differentiable once (the generic gradgrad check would fail by design).
+    tests/python/test_causal_conv1d_states.py runs these against _causal_conv1d_ref, on CPU and CUDA."""
 
     def t(shape, **kw):
         return make_tensor(shape, device=device, dtype=dtype, low=-2, high=2, requires_grad=requires_grad, **kw)
