@@ -139,7 +139,7 @@ std::vector<std::string> upsample_bilinear2d_choice(at::IntArrayRef input_size, 
 
 std::vector<int64_t> depthwise_conv2d_route_stats(bool reset) {
   const auto s = conv::depthwise_route_stats(reset);
-  return {s.plans, s.choices, s.pytorch_calls, s.weight_as_given, s.layout_copies};
+  return {s.plans, s.choices, s.pytorch_calls, s.layout_copies};
 }
 
 // The test route on the CPU: customops' passes are the op's CPU kernel (which makes a plan of its own), PyTorch's

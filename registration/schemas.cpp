@@ -105,8 +105,8 @@ TORCH_LIBRARY(customops_backends, m) {
   m.def("upsample_bilinear2d_choice(int[4] input_size, int[2] output_size, ScalarType dtype, bool channels_last, "
         "str coordinate_mode, int device) -> str[]");
   // For the tests of the routed depthwise calls (kernels/common/depthwise_route.h): what they did since the last
-  // reset ([plans, choices, pytorch_calls, weight_as_given, layout_copies]), and a CPU call through the same route
-  // with each pass's implementation given (passes: forward, input_grad, weight_grad; "customops" or "pytorch").
+  // reset ([plans, choices, pytorch_calls, layout_copies]), and a CPU call through the same route with each pass's
+  // implementation given (passes: forward, input_grad, weight_grad; "customops" or "pytorch").
   m.def("depthwise_conv2d_route_stats(bool reset=False) -> int[]");
   m.def("depthwise_conv2d_routed(Tensor input, Tensor weight, Tensor? bias, int[2] stride, int[2] padding, "
         "int[2] dilation, str[3] passes) -> Tensor");

@@ -13,7 +13,7 @@ using backend::Impl;
 
 // Relaxed counters: a few nanoseconds per call, against the microseconds a pass costs the host.
 struct Counters {
-  std::atomic<int64_t> plans{0}, choices{0}, pytorch_calls{0}, weight_as_given{0}, layout_copies{0};
+  std::atomic<int64_t> plans{0}, choices{0}, pytorch_calls{0}, layout_copies{0};
 };
 
 Counters& counters() {
@@ -54,7 +54,6 @@ struct Window {
 // a (C*m, kh*kw) view for customops' kernels).
 const at::Tensor& weight_for_pytorch(const at::Tensor& weight) {
   bump(counters().pytorch_calls);
-  bump(counters().weight_as_given);
   return weight;
 }
 
@@ -139,7 +138,7 @@ DepthwiseRouteStats depthwise_route_stats(bool reset) {
   const auto read = [reset](std::atomic<int64_t>& counter) {
     return reset ? counter.exchange(0, std::memory_order_relaxed) : counter.load(std::memory_order_relaxed);
   };
-  return {read(c.plans), read(c.choices), read(c.pytorch_calls), read(c.weight_as_given), read(c.layout_copies)};
+  return {read(c.plans), read(c.choices), read(c.pytorch_calls), read(c.layout_copies)};
 }
 
 }  // namespace customops::conv

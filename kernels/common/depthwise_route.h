@@ -45,9 +45,9 @@ Grads routed_depthwise_backward(const DepthwiseRoute& route, const at::Tensor& g
 
 // What routed calls did since the last reset, process-wide (the tests read it through
 // customops_backends.depthwise_conv2d_route_stats): plans made, passes decided, calls of PyTorch's convolution,
-// those that got the caller's weight tensor itself, and results copied into the promised layout.
+// and results copied into the promised layout.
 struct DepthwiseRouteStats {
-  int64_t plans, choices, pytorch_calls, weight_as_given, layout_copies;
+  int64_t plans, choices, pytorch_calls, layout_copies;
 };
 DepthwiseRouteStats depthwise_route_stats(bool reset);
 
