@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-
-ROOT = Path(__file__).resolve().parents[2]
+from source_tree import copy_tracked_sources
 
 pytestmark = [
     pytest.mark.skipif(shutil.which("ccache") is None, reason="ccache is not installed"),
@@ -20,16 +19,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("ninja") is None, reason="the object targets are named as Ninja names them"),
     pytest.mark.torch_independent,
 ]
-
-
-def _copy_sources(dst: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: the tracked sources cannot be listed")
-    for name in listed.stdout.decode().split("\0"):
-        if name and (ROOT / name).is_file():
-            (dst / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dst / name)
 
 
 def _objects() -> list:
@@ -74,7 +63,7 @@ def _results(stats_log: Path) -> dict:
 def test_a_second_tree_of_the_same_sources_compiles_nothing_new(tmp_path):
     first, second = tmp_path / "first" / "customops", tmp_path / "second" / "customops"
     for tree in (first, second):
-        _copy_sources(tree)
+        copy_tracked_sources(tree)
     _build(first, tmp_path / "first.log")
     _build(second, tmp_path / "second.log")
     results = _results(tmp_path / "second.log")

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from customops.dev import new_op
+from source_tree import copy_tracked_sources
 
-ROOT = Path(__file__).resolve().parents[2]
 NAME = "rebuild_probe"
 
 pytestmark = [
@@ -27,16 +27,6 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("cmake") is None, reason="no cmake"),
     pytest.mark.torch_independent,
 ]
-
-
-def _copy_sources(dst: Path) -> None:
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True)
-    if listed.returncode != 0:
-        pytest.skip("not a git checkout: the tracked sources cannot be listed")
-    for name in listed.stdout.decode().split("\0"):
-        if name and (ROOT / name).is_file():
-            (dst / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, dst / name)
 
 
 def _build(tree: Path) -> None:
@@ -59,7 +49,7 @@ def _logged(build: Path) -> dict:
 
 def test_a_new_pointwise_op_compiles_only_its_own_objects_and_the_schemas(tmp_path):
     tree = tmp_path / "customops"
-    _copy_sources(tree)
+    copy_tracked_sources(tree)
     _build(tree)
     before = _logged(tree / "build")
     assert new_op.main([NAME, "--inputs", "x", "--root", str(tree)]) == 0
