@@ -71,6 +71,17 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   legs="$CUSTOMOPS_JUNIT_DIR/legs.tsv"
   : >"$legs"
   run_start=$SECONDS
+  status=0
+  # leg KEY LABEL START COMMAND...: runs a leg (CUSTOMOPS_LEG=KEY names its reports); its time since START (the wait
+  # for its set-up included) and its exit status go to legs.tsv, for scripts/test_summary.py.
+  leg() {
+    local key="$1" label="$2" start="$3" leg_status=0
+    shift 3
+    CUSTOMOPS_LEG="$key" "$@" || leg_status=1
+    printf '%s\t%s\t%d\t%d\n' "$key" "$label" $((SECONDS - start)) $leg_status >>"$legs"
+    echo "customops: the $label leg took $((SECONDS - start)) s" >&2
+    status=$((status | leg_status))
+  }
   # The legs' tests run one after another; the next leg's set-up (its environment, its build) runs ahead, beside
   # the previous leg, at the lowest priority: its downloads wait on the network, not on the cores, and its build
   # takes what the tests leave idle (at normal priority, a build beside them made the tests 2.5 times as long).
@@ -80,14 +91,9 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   # for set-ups that took minutes more (2026-12-01, 2 cores, docs/guide/install.md's table).
   bash "$ROOT/scripts/system_tools.sh"  # once, before anything runs beside it (apt-get holds a lock)
   ahead "torch $oldest's environment and build" env "${oldest_env[@]}" bash "$ROOT/scripts/install.sh"
-  status=0
   # The newest torch runs every test.
-  start=$SECONDS leg_status=0
-  CUSTOMOPS_TEST_ONE_TORCH=1 CUSTOMOPS_LEG=newest bash "$0" "$@" || leg_status=1
-  printf 'newest torch\t%d\t%d\n' $((SECONDS - start)) $leg_status >>"$legs"
-  status=$((status | leg_status))
-  echo "customops: tests against the default torch took $((SECONDS - start)) s" >&2
-  start=$SECONDS leg_status=0
+  leg newest "newest torch" $SECONDS env CUSTOMOPS_TEST_ONE_TORCH=1 bash "$0" "$@"
+  start=$SECONDS
   wait_ahead
   ahead "the sanitized build" env CUSTOMOPS_SANITIZE_BUILD_ONLY=1 bash "$ROOT/scripts/sanitize.sh"
   # The oldest torch runs what can differ between torch versions: the tests not marked torch_independent
@@ -98,19 +104,14 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   # Jacobians (its fast mode). It builds both CPU kernel variants: with the DEFAULT ones alone (131 s less set-up)
   # and ATen's AVX2 kernels beside them, the model benchmark's check of mobilenet_v2 (training mode, batch 2, which
   # magnifies rounding) failed its margin (3.4e-3 against 3.1e-4).
-  env "${oldest_env[@]}" CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" CUSTOMOPS_LEG=oldest \
+  leg oldest "torch $oldest" "$start" env "${oldest_env[@]}" \
+    CUSTOMOPS_OTHER_TORCH_LIBRARY="$ROOT/build/libcustomops.so" \
     CUSTOMOPS_GRADCHECK_FAST="${CUSTOMOPS_GRADCHECK_FAST:-1}" CUSTOMOPS_PYTEST_MARKERS="not torch_independent" \
-    bash "$0" "$@" || leg_status=1
-  printf 'torch %s\t%d\t%d\n' "$oldest" $((SECONDS - start)) $leg_status >>"$legs"
-  status=$((status | leg_status))
-  echo "customops: tests against torch $oldest took $((SECONDS - start)) s" >&2
-  start=$SECONDS leg_status=0
+    bash "$0" "$@"
+  start=$SECONDS
   wait_ahead
   # The CPU kernels once more, built with AddressSanitizer and UndefinedBehaviorSanitizer.
-  CUSTOMOPS_LEG=sanitized bash "$ROOT/scripts/sanitize.sh" || leg_status=1
-  printf 'sanitized\t%d\t%d\n' $((SECONDS - start)) $leg_status >>"$legs"
-  status=$((status | leg_status))
-  echo "customops: the sanitized build and its tests took $((SECONDS - start)) s" >&2
+  leg sanitized sanitized "$start" bash "$ROOT/scripts/sanitize.sh"
   # Each leg's time and counts, the slowest tests, and the time budget: a run past it fails here, loudly, while
   # CI's own limit (90 minutes, on a machine whose speed varies twofold from day to day) is still some way off.
   python3 "$ROOT/scripts/test_summary.py" "$CUSTOMOPS_JUNIT_DIR" --seconds $((SECONDS - run_start)) \

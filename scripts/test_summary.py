@@ -4,7 +4,7 @@ alone: it runs with whatever python3 the machine has.
 
     python3 scripts/test_summary.py DIR --seconds S [--budget-minutes M] [--slowest N]
 
-DIR holds legs.tsv (leg name, seconds, exit status per line, as test.sh writes it) and <leg>-<pytest|ctest>-*.xml.
+DIR holds legs.tsv (leg key, label, seconds, exit status per line, as test.sh writes it) and <leg>-<pytest|ctest>-*.xml.
 Exits 1 when the run took longer than the budget (0 turns the check off), printing the slowest tests first, so that
 a slow machine shows before CI's own limit does. The last line counts every leg's tests, in the plain form
 "customops: N passed, N failed, N skipped".
@@ -55,19 +55,15 @@ def read_report(path: Path) -> Counts:
     return counts
 
 
-def read_legs(folder: Path) -> list[tuple[str, int, int]]:
+def read_legs(folder: Path) -> list[tuple[str, str, int, int]]:
+    """legs.tsv's (key, label, seconds, exit status) per leg; the key prefixes the leg's report files."""
     legs = []
     tsv = folder / "legs.tsv"
     if tsv.is_file():
         for line in tsv.read_text().splitlines():
-            name, seconds, status = line.split("\t")
-            legs.append((name, int(seconds), int(status)))
+            key, label, seconds, status = line.split("\t")
+            legs.append((key, label, int(seconds), int(status)))
     return legs
-
-
-def leg_key(name: str) -> str:
-    """The report files' prefix for a leg named in legs.tsv (test.sh's CUSTOMOPS_LEG)."""
-    return "newest" if name == "newest torch" else "oldest" if name.startswith("torch ") else name
 
 
 def minutes(seconds: float) -> str:
@@ -84,10 +80,10 @@ def main(argv=None) -> int:
 
     total = Counts()
     lines = []
-    for name, seconds, status in read_legs(args.folder):
+    for key, name, seconds, status in read_legs(args.folder):
         leg = Counts()
         for kind in ("ctest", "pytest"):
-            for report in sorted(args.folder.glob(f"{leg_key(name)}-{kind}-*.xml")):
+            for report in sorted(args.folder.glob(f"{key}-{kind}-*.xml")):
                 leg.add(read_report(report))
         total.add(leg)
         lines.append(f"  {name:<14} {minutes(seconds):>13}  {leg.passed:5d} passed, {leg.failed} failed, "

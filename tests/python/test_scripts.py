@@ -99,7 +99,8 @@ def _summary(folder: Path, seconds: int, budget: float):
 
 
 def test_summary_counts_each_leg_and_keeps_the_plain_closing_line(tmp_path):
-    (tmp_path / "legs.tsv").write_text("newest torch\t600\t0\ntorch 2.11\t300\t1\nsanitized\t120\t0\n")
+    (tmp_path / "legs.tsv").write_text("newest\tnewest torch\t600\t0\noldest\ttorch 2.11\t300\t1\n"
+                                       "sanitized\tsanitized\t120\t0\n")
     _junit(tmp_path / "newest-pytest-1.xml", [("test_a", 3.5, "passed"), ("test_b", 40.0, "passed"),
                                               ("test_c", 0.1, "skipped")])
     _junit(tmp_path / "newest-ctest-2.xml", [("Gtest.one", 1.0, "passed")])
@@ -119,7 +120,7 @@ def test_summary_counts_each_leg_and_keeps_the_plain_closing_line(tmp_path):
 
 
 def test_summary_fails_a_run_past_its_budget_with_the_slowest_tests(tmp_path):
-    (tmp_path / "legs.tsv").write_text("newest torch\t3700\t0\n")
+    (tmp_path / "legs.tsv").write_text("newest\tnewest torch\t3700\t0\n")
     _junit(tmp_path / "newest-pytest-1.xml", [("test_slow", 900.0, "passed")])
     done = _summary(tmp_path, 3700, 60)
     assert done.returncode == 1
