@@ -114,7 +114,7 @@ export CUSTOMOPS_PYTHON="$PYTHON"
 pytest_workers() {
   local workers="${CUSTOMOPS_TEST_WORKERS:-}"
   if [[ -z "$workers" ]]; then
-    if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then workers=1; else workers="$(nproc)"; fi
+    if has_gpu; then workers=1; else workers="$(nproc)"; fi
     ((workers <= 8)) || workers=8
   fi
   if ((workers > 1)) && "$PYTHON" -c 'import xdist' 2>/dev/null; then
