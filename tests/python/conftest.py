@@ -153,8 +153,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     # An op's run (the guide's "done" command) says which paths it left unchecked, and why, rather than leaving a
     # skipped TF-Lite or CUDA path to look like a pass; the skips are counted in the last line, named here.
     ops = config.getoption("--op")
-    lines = skipped_paths(terminalreporter.stats.get("skipped", []))
-    if ops and lines:
+    lines = skipped_paths(terminalreporter.stats.get("skipped", [])) if ops else []
+    if lines:
         terminalreporter.section(f"paths not checked for {', '.join(ops)}")
         for line in lines:
             terminalreporter.write_line(line)
