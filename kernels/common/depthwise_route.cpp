@@ -50,24 +50,21 @@ struct Window {
         dilation{p.w.dh, p.w.dw} {}
 };
 
-// The caller's weight goes to PyTorch as given, the way nn.Conv2d hands over its parameter (the plan's weight is
-// a (C*m, kh*kw) view for customops' kernels).
-const at::Tensor& weight_for_pytorch(const at::Tensor& weight) {
-  bump(counters().pytorch_calls);
-  return weight;
-}
-
+// PyTorch gets the caller's weight as given, the way nn.Conv2d hands over its parameter (the plan's weight is a
+// (C*m, kh*kw) view for customops' kernels).
 at::Tensor pytorch_forward(const DepthwisePlan& p, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                            const Window& w) {
   const int64_t zero[2] = {0, 0};
-  return at::convolution(p.x, weight_for_pytorch(weight), bias, w.stride, w.padding, w.dilation, false, zero, p.s.C);
+  bump(counters().pytorch_calls);
+  return at::convolution(p.x, weight, bias, w.stride, w.padding, w.dilation, false, zero, p.s.C);
 }
 
 Grads pytorch_backward(const DepthwiseBackwardPlan& bp, const at::Tensor& weight, const Window& w,
                        std::array<bool, 3> mask) {
   const int64_t zero[2] = {0, 0};
   const int64_t bias_size[1] = {bp.p.s.O};
-  return at::convolution_backward(bp.gout, bp.p.x, weight_for_pytorch(weight),
+  bump(counters().pytorch_calls);
+  return at::convolution_backward(bp.gout, bp.p.x, weight,
                                   mask[2] ? at::OptionalIntArrayRef(bias_size) : std::nullopt, w.stride, w.padding,
                                   w.dilation, false, zero, bp.p.s.C, mask);
 }
