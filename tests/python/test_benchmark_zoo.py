@@ -115,3 +115,31 @@ def test_the_markdown_keeps_the_rows_of_a_run_cut_short(monkeypatch, tmp_path):
                   "--markdown", str(out)])
     rows = [line.split(" | ")[0] for line in out.read_text().splitlines() if line.startswith("| ")]
     assert rows[1:] == ["| lcnet_100"]  # after the header: the finished model alone
+
+
+class _SlowBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, g):
+        import time
+
+        time.sleep(0.03)
+        return g * 2
+
+
+def test_host_phases_split_the_step_into_forward_and_backward():
+    from customops.benchmark.models import CONFIGS
+
+    class Slow(torch.nn.Module):
+        def forward(self, x):
+            return _SlowBackward.apply(x)
+
+    x = torch.randn(4, 3, requires_grad=True)
+    fast, slow = zoo.host_phases([torch.nn.Identity(), Slow()], x, CONFIGS["float32-nchw"], torch.device("cpu"), 3)
+    assert 0 < fast.forward < 30 and 0 < fast.backward < 30
+    assert slow.backward >= 30 > slow.forward  # the backward's 30 ms fall in its own phase
+    assert fast.caught_up == slow.caught_up == 0
+    assert zoo._phase_pair((fast, slow)).count("+") == 2

@@ -40,6 +40,7 @@ import customops
 from . import zoo
 from .models import device_name
 from .report import columns, markdown_table
+from .timing import GpuSleep
 
 MODES = ("no_grad forward", "forward + backward", "autocast bf16 forward + backward", "compiled forward + backward")
 
@@ -116,22 +117,6 @@ def model_layers(name: str, size: int) -> dict[tuple, int]:
     return found
 
 
-class _Sleep:
-    """Queues a GPU sleep of about `ms` milliseconds (torch.cuda._sleep counts clock cycles: measured once)."""
-
-    def __init__(self, device: torch.device) -> None:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda._sleep(1000)
-        start.record()
-        torch.cuda._sleep(20_000_000)
-        end.record()
-        end.synchronize()
-        self.cycles_per_ms = 20_000_000 / start.elapsed_time(end)
-
-    def __call__(self, ms: float) -> None:
-        torch.cuda._sleep(int(ms * self.cycles_per_ms))
-
-
 def layer_steps(shape: tuple, batch: int, device: torch.device) -> tuple[dict, torch.Tensor]:
     """nn.Conv2d and its converted copy for a layer shape, channels_last, and the step of each pass: forward (its
     result returned) under bf16 autocast on an input that requires grad; the backward of a given gradient."""
@@ -154,7 +139,7 @@ def layer_steps(shape: tuple, batch: int, device: torch.device) -> tuple[dict, t
     return {"nn.Conv2d": forward(ref), "customops": forward(ours)}, g
 
 
-def interleaved_us(variants: dict, g: torch.Tensor, sleep: _Sleep, windows: int, per: int,
+def interleaved_us(variants: dict, g: torch.Tensor, sleep: GpuSleep, windows: int, per: int,
                    backward: bool) -> tuple[dict[str, float], int]:
     """Per variant (name -> (setup, forward step)): the median host microseconds of a call (forward, or forward +
     backward), the variants taking turns call by call in windows queued behind a GPU sleep; and how many windows the
@@ -181,9 +166,7 @@ def interleaved_us(variants: dict, g: torch.Tensor, sleep: _Sleep, windows: int,
     times: dict[str, list[float]] = {n: [] for n in names}
     caught_up = 0
     for window in range(windows):
-        sleep(sleep_ms)
-        asleep = torch.cuda.Event()
-        asleep.record()
+        asleep = sleep(sleep_ms)
         taken: dict[str, list[float]] = {n: [] for n in names}
         for turn in range(per):
             k = (window * per + turn) % len(names)
@@ -232,7 +215,7 @@ def model_main(args) -> int:
     device = torch.device("cuda")
     if not torch.cuda.is_available():
         raise SystemExit("--model times CUDA layers behind a GPU sleep: no CUDA device here")
-    sleep = _Sleep(device)
+    sleep = GpuSleep(device)
     header = ("model", "layer (C, plane, kernel, stride)", "layers", "rule: to PyTorch", "pass", "nn.Conv2d us",
               *(f"{p} us" for p in POLICIES), "auto - nn.Conv2d us")
     rows = []

@@ -52,6 +52,27 @@ def back_to_back_ms(fn: Callable[[], object], device: torch.device, warmup: int 
     return start.elapsed_time(end) / calls
 
 
+class GpuSleep:
+    """Queues a GPU sleep of about `ms` milliseconds (torch.cuda._sleep counts clock cycles: measured once), so that
+    the host's work issued behind it is timed alone: the host never waits for the GPU while the sleep lasts."""
+
+    def __init__(self, device: torch.device) -> None:
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(1000)
+        start.record()
+        torch.cuda._sleep(20_000_000)
+        end.record()
+        end.synchronize()
+        self.cycles_per_ms = 20_000_000 / start.elapsed_time(end)
+
+    def __call__(self, ms: float) -> torch.cuda.Event:
+        """Queues the sleep; the returned event completes when it ends (query() True: the GPU caught up)."""
+        torch.cuda._sleep(int(ms * self.cycles_per_ms))
+        event = torch.cuda.Event()
+        event.record()
+        return event
+
+
 @contextlib.contextmanager
 def env_set(name: str, value: str):
     """Sets the environment variable for the block (an algorithm forced), then removes it."""

@@ -13,8 +13,9 @@ check of customops.benchmark.models, before timing), then times a training step 
 backward) of both: eager (wall clock: the host's time counts), replayed as a CUDA graph (the GPU's time alone),
 torch.compile'd, and (--timings) compiled with mode="reduce-overhead", in interleaved rounds; converted /
 original is the median of the rounds' ratios with the spread of the middle half. Per step it also gives the GPU
-kernel time and the number of kernels launched (one profiled eager step) and the host's time to issue one step. --check-only runs the check alone (the CPU test
-does, on small inputs). The depthwise layers' passes, one by one: python -m customops.benchmark.depthwise_choice.
+kernel time and the number of kernels launched (one profiled eager step) and the host's time to issue its forward and
+its backward, eager and compiled, each phase behind a GPU sleep (host_phases). --check-only runs the check alone
+(the CPU test does, on small inputs). The depthwise layers' passes, one by one: python -m customops.benchmark.depthwise_choice.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import customops
 
 from . import models as bench
 from .report import columns, markdown_table
+from .timing import GpuSleep
 
 # timm names: EfficientNet, MobileNet v3/v4, ConvNeXt v2, InceptionNeXt and others of the same kind.
 TIMM_MODELS = (
@@ -129,6 +131,24 @@ class Spread:
 
 
 @dataclass
+class Phases:
+    """The host's ms to issue a step's forward (with its loss) and its backward (host_phases)."""
+    forward: float = math.nan
+    backward: float = math.nan
+    caught_up: int = 0  # phases the GPU caught up with, left out
+
+    def cell(self) -> str:
+        return "—" if self.forward != self.forward else f"{self.forward:.1f}+{self.backward:.1f}"
+
+
+def _phase_pair(pair: tuple[Phases, Phases]) -> str:
+    if all(p.forward != p.forward for p in pair):
+        return "—"
+    caught_up = sum(p.caught_up for p in pair)
+    return " / ".join(p.cell() for p in pair) + (f" ({caught_up} caught up)" if caught_up else "")
+
+
+@dataclass
 class ZooRow:
     model: str
     config: str
@@ -140,7 +160,8 @@ class ZooRow:
     reduce_overhead: Spread = field(default_factory=Spread)  # torch.compile(mode="reduce-overhead")
     kernel_ms: tuple[float, float] = (math.nan, math.nan)  # GPU kernel time of one eager step
     launches: tuple[int, int] = (0, 0)  # kernels launched by one eager step
-    host_ms: tuple[float, float] = (math.nan, math.nan)  # the host's time to issue one eager step
+    host: tuple[Phases, Phases] = (Phases(), Phases())  # the host's time to issue an eager step, orig / conv
+    compiled_host: tuple[Phases, Phases] = (Phases(), Phases())  # the same of the compiled (default mode) step
     check: str = ""
     ok: bool = False
 
@@ -150,12 +171,14 @@ class ZooRow:
 
         return (self.model, self.config, str(self.batch), self.swapped, self.eager.cell(), self.graphed.cell(),
                 self.compiled.cell(), self.reduce_overhead.cell(), pair(self.eager.ms), pair(self.kernel_ms),
-                pair(self.launches, "{}"), pair(self.host_ms), self.check)
+                pair(self.launches, "{}"), _phase_pair(self.host),
+                _phase_pair(self.compiled_host), self.check)
 
 
 HEADER = ("model", "config", "batch", "swapped", "eager conv/orig", "graphed conv/orig", "compiled conv/orig",
           "reduce-overhead conv/orig",
-          "eager ms orig / conv", "kernel ms orig / conv", "launches orig / conv", "host ms orig / conv", "check")
+          "eager ms orig / conv", "kernel ms orig / conv", "launches orig / conv",
+          "host ms fwd+bwd orig / conv", "compiled host ms fwd+bwd orig / conv", "check")
 
 
 def interleaved(steps: list[Callable[[], object]], device: torch.device, warmup: int, repeats: int) -> Spread:
@@ -177,18 +200,57 @@ def kernel_profile(step: Callable[[], None], device: torch.device) -> tuple[floa
     return sum(e.time_range.elapsed_us() for e in kernels) / 1e3, len(kernels)
 
 
-def host_ms(step: Callable[[], None], device: torch.device, repeats: int) -> float:
-    """The host's time to issue one step, the GPU idle at its start (no synchronization inside the step)."""
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
+def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device, windows: int) -> list[Phases]:
+    """The host's time to issue each model's forward (with the loss) and its backward, each phase queued behind a
+    GPU sleep so that the host never waits for the GPU: one phase stays under the launch queue's depth, which a
+    whole step of a thousand launches may not. The models take turns window by window; a phase whose sleep was
+    over when it finished issuing (the GPU caught up) is counted and left out. On the CPU: each phase's wall
+    clock."""
+    cuda = device.type == "cuda"
+    sleep = GpuSleep(device) if cuda else None
+
+    def phases(model: nn.Module, sleep_ms: float) -> tuple[float, float, bool, bool]:
+        model.zero_grad(set_to_none=True)
+        if cuda:
             torch.cuda.synchronize(device)
+        asleep = sleep(sleep_ms) if cuda else None
         start = time.perf_counter()
-        step()
-        times.append((time.perf_counter() - start) * 1e3)
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return statistics.median(times)
+        with config.autocast_context(device):
+            output = model(x)
+        loss = bench.loss_of(output)
+        forward = time.perf_counter() - start
+        forward_caught_up = cuda and asleep.query()
+        del output
+        if cuda:
+            torch.cuda.synchronize(device)
+        asleep = sleep(sleep_ms) if cuda else None
+        start = time.perf_counter()
+        loss.backward()
+        backward = time.perf_counter() - start
+        backward_caught_up = cuda and asleep.query()
+        if cuda:
+            torch.cuda.synchronize(device)
+        return forward * 1e3, backward * 1e3, forward_caught_up, backward_caught_up
+
+    # The sleep: four times the longest phase issued without one (the GPU's time included: an upper bound).
+    sleep_ms = 20.0
+    for model in models:
+        for _ in range(2):
+            sleep_ms = max(sleep_ms, 4 * max(phases(model, 1.0)[:2]))
+    taken: list[tuple[list[float], list[float]]] = [([], []) for _ in models]
+    caught_up = [0 for _ in models]
+    for window in range(windows):
+        for i in (range(len(models)) if window % 2 == 0 else reversed(range(len(models)))):
+            forward, backward, forward_caught_up, backward_caught_up = phases(models[i], sleep_ms)
+            caught_up[i] += forward_caught_up + backward_caught_up
+            if not forward_caught_up:
+                taken[i][0].append(forward)
+            if not backward_caught_up:
+                taken[i][1].append(backward)
+    for model in models:
+        model.zero_grad(set_to_none=True)
+    return [Phases(statistics.median(f) if f else math.nan, statistics.median(b) if b else math.nan, c)
+            for (f, b), c in zip(taken, caught_up)]
 
 
 def run(name: str, config_name: str, device: torch.device, batch: int, size: int, warmup: int, repeats: int,
@@ -207,7 +269,7 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
     steps = [bench.train_step(m, x, config) for m in (original, converted)]
     if "eager" in timings:
         row.eager = interleaved(steps, device, warmup, repeats)
-        row.host_ms = tuple(host_ms(s, device, repeats) for s in steps)
+        row.host = tuple(host_phases([original, converted], x, config, device, repeats))
     if device.type == "cuda" and "eager" in timings:
         profiled = [kernel_profile(s, device) for s in steps]
         row.kernel_ms = (profiled[0][0], profiled[1][0])
@@ -232,6 +294,8 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
             row.check, row.ok = f"{row.check}; compiled {text}", row.ok and ok
         spread = interleaved([bench.train_step(m, x, config) for m in models], device, warmup, repeats)
         setattr(row, mode.replace("-", "_"), spread)
+        if mode == "compiled":
+            row.compiled_host = tuple(host_phases(list(models), x, config, device, repeats))
         torch._dynamo.reset()
     return row
 
@@ -248,7 +312,7 @@ def summary(rows: list[ZooRow]) -> list[tuple[str, ...]]:
         means = (geomean([getattr(r, k).ratio for r in mine])
                  for k in ("eager", "graphed", "compiled", "reduce_overhead"))
         out.append((f"geomean {config}", "", "", "", *(f"{m:.3f}" if m == m else "—" for m in means),
-                    "", "", "", "", ""))
+                    *[""] * (len(HEADER) - 8)))
     return out
 
 
@@ -333,8 +397,10 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.warmup} warm-up steps; below 1 the converted model is faster. eager: wall clock per step; graphed: "
             "the step captured as a CUDA graph and replayed (GPU time alone); compiled: torch.compile (default mode); "
             "reduce-overhead: torch.compile(mode='reduce-overhead'). "
-            "kernel ms and launches: one profiled eager step; host ms: the host's time to issue one eager step with the "
-            f"GPU idle at its start. cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
+            "kernel ms and launches: one profiled eager step; host ms: the host's time to issue a step's forward (with "
+            "its loss) + its backward, eager and compiled, each phase queued behind a GPU sleep so that the host never "
+            f"waits for the GPU, the median of {args.repeats} windows (phases the GPU caught up with are counted and "
+            "left out). cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
             f"depthwise_conv2d {customops.backends.get('depthwise_conv2d')}). Check: customops.benchmark.models' "
             "(outputs and gradients against the original's, each against float64).")
         with open(args.markdown, "w") as f:
