@@ -2,6 +2,7 @@
 
     scripts/new_op.py gelu_mul --inputs a,b            # a pointwise op of two tensors
     scripts/new_op.py gelu_mul --like silu_mul         # the same: silu_mul's inputs
+    scripts/new_op.py moving_sum --like one_input          # from a template of its shape (template_op)
     scripts/new_op.py causal_conv1d --like trilinear_interpolation [--executorch]
     [--class-name GeluMul] [--dry-run]
 
@@ -12,7 +13,9 @@ importable (the project's environment), `python -m customops.dev.new_op` is the 
 An operator's code lives in its family's files, one per concern (FAMILY_PLACES), and in a few lines of the
 files every operator shares (SHARED_EDITS). A pointwise op (--inputs, or --like a pointwise op, whose inputs it
 takes) is written from customops.dev.pointwise_op: everything that follows from its inputs, and a stub and a TODO
-where its maths goes. Another op is a copy of OP's family under NAME, renaming OP's identifiers, with OP's maths
+where its maths goes. An op with kernels of its own starts from the template of its shape (--like one_input,
+--like two_inputs: customops.dev.template_op), working code with a TODO where one op differs from another, or is a
+copy of OP's family under NAME, renaming OP's identifiers, with OP's maths
 (the regions its files mark with ``scaffold:`` comments) replaced by stubs and TODOs; its ExecuTorch kernel (the
 regions marked ``scaffold-if executorch``, its kernels/executorch and kernels/core files) only with --executorch.
 Every TODO fails tests/python/test_registry.py until replaced, and the stubs fail the generic tests. The
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import pointwise_op
+from . import pointwise_op, template_op
 
 # Where a family's code lives, one place per concern; `{family}` is the family's name (the file stem of its
 # registration file). Each place is a file or a folder of files (kernels/cuda/<family>/). Python concerns are
@@ -134,6 +137,7 @@ class Plan:
     like_class: Optional[str]
     writes: Dict[Path, str] = field(default_factory=dict)  # path -> new content (new files and shared edits)
     todos: List[str] = field(default_factory=list)
+    template: Optional[str] = None  # the template an op with kernels of its own is written from (template_op)
 
 
 def find_root(start: Optional[Path] = None) -> Path:
@@ -317,6 +321,31 @@ def plan_pointwise(root: Path, name: str, inputs: Sequence[str], class_name: Opt
     return plan
 
 
+def _todo_what(line: str, name: str) -> str:
+    """What a line holding `name`'s marker leaves to do: what follows the marker, up to the end of its string."""
+    return line.split(marker(name), 1)[1].lstrip(":").split('"')[0].strip() or line.strip()
+
+
+def plan_template(root: Path, name: str, template: str, class_name: Optional[str]) -> Plan:
+    """A family of its own written from `template` (customops.dev.template_op): its files, and the template's
+    lines of registration/schemas.cpp after the others."""
+    plan = Plan(root, None, name, name, class_name or camel(name), None, template=template)
+    for rel, text in template_op.files(template, name, plan.class_name).items():
+        if rel == template_op.SCHEMAS:
+            path = root / rel
+            schemas = plan.writes.get(path) or path.read_text()
+            close = schemas.index("\n}\n", schemas.index("TORCH_LIBRARY(customops, m) {"))
+            plan.writes[path] = schemas[:close] + "\n\n" + text.rstrip("\n") + schemas[close:]
+        elif (root / rel).exists():
+            raise SystemExit(f"{rel} exists already")
+        else:
+            plan.writes[root / rel] = text
+    plan.todos = [f"{path.relative_to(root).as_posix()}:{i}: {_todo_what(line, name)}"
+                  for path, text in plan.writes.items() for i, line in enumerate(text.splitlines(), 1)
+                  if marker(name) in line]
+    return plan
+
+
 def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str] = None, *,
             inputs: Optional[Sequence[str]] = None, executorch: bool = False, unmarked_maths: bool = False) -> Plan:
     """What the scaffold writes: a pointwise op of `inputs` (or of pointwise `like`'s inputs), or a copy of `like`'s
@@ -331,6 +360,11 @@ def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str
         raise SystemExit(f"'{name}' exists already")
     if like is None and inputs is None:
         raise SystemExit("give --like OP (the operator to start from) or --inputs X,... (a pointwise op's tensors)")
+    if like in template_op.names():
+        if inputs is not None or executorch:
+            raise SystemExit(f"--like {like}: a template takes no --inputs or --executorch (its tensors are its own; "
+                             "an ExecuTorch kernel: --like trilinear_interpolation --executorch)")
+        return plan_template(root, name, like, class_name)
     like_inputs = pointwise_inputs(root, like) if like is not None else None
     if inputs is not None or like_inputs is not None:
         if executorch:
@@ -360,8 +394,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/new_op.py", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("name", help="the new operator's name (lower case, e.g. silu_mul)")
-    p.add_argument("--like", help="the operator to start from: a pointwise op (its inputs), or "
-                   "trilinear_interpolation (an op with kernels of its own)")
+    p.add_argument("--like", help="what to start from: a pointwise op (its inputs); the template of an op with "
+                   "kernels of its own, by its shape (" + "; ".join(f"{t}: {template_op.about(t)}"
+                                                               for t in template_op.names())
+                   + "); or trilinear_interpolation, copied")
     p.add_argument("--inputs", type=lambda v: tuple(v.split(",")),
                    help="a pointwise op's tensors, comma-separated (e.g. a,b)")
     p.add_argument("--executorch", action="store_true",

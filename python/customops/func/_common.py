@@ -118,6 +118,22 @@ def linear_function(name: str, op: Callable, adjoint: Callable, rank: int, unbat
     })
 
 
+def slice_by_slice(op: Callable, info, in_dims, *args):
+    """vmap rule that calls the op once per slice of the vmapped dimension and stacks the results (a result of
+    several tensors, None for those not asked for, stacked one by one): right for any op. An op with a batch
+    dimension of its own takes the vmapped one into it in one call instead (fold_into_batch)."""
+
+    def sliced(i):
+        return (a if d is None else a.select(d, i) for a, d in zip(args, in_dims))
+
+    results = [op(*sliced(i)) for i in range(info.batch_size)]
+    if not isinstance(results[0], (tuple, list)):
+        return torch.stack(results), 0
+    stacked = tuple(None if r is None else torch.stack([result[k] for result in results])
+                    for k, r in enumerate(results[0]))
+    return stacked, tuple(None if s is None else 0 for s in stacked)
+
+
 def add(total: Optional[torch.Tensor], term: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
     """total + term where None stands for zero (an input without a gradient or tangent)."""
     if term is None:
