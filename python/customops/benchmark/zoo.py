@@ -327,7 +327,8 @@ def plot(rows: list[ZooRow], path: str, title: str) -> None:
     for ax, config in zip(axes[:, 0], configs):
         mine = [r for r in rows if r.config == config]
         xs = range(len(mine))
-        kinds = ("eager", "graphed", "compiled", "reduce_overhead")
+        kinds = [k for k in ("eager", "graphed", "compiled", "reduce_overhead")
+                 if any(getattr(r, k).ratio == getattr(r, k).ratio for r in mine)]  # the timed ones
         for i, kind in enumerate(kinds):
             spreads = [getattr(r, kind) for r in mine]
             offset = (i - (len(kinds) - 1) / 2) * 0.2
