@@ -1,9 +1,10 @@
 """Sphinx directives that write tables from the loaded customops library at build time.
 
 ``customops-schemas``
-    every ``torch.ops.customops`` operator: its schema (``torch.ops.customops.<op>.default._schema``) and tags.
+    every overload of every ``torch.ops.customops`` operator (``.default``, ``.out``, ``.mamba``, ...): its schema
+    (``torch.ops.customops.<op>.<overload>._schema``) and tags.
 ``customops-dispatch-keys``
-    which dispatch keys have a kernel for each operator.
+    which dispatch keys have a kernel for each overload of each operator.
 ``customops-op-table <name>``
     a per-operator table of the user guide and design pages, from what the package's modules declare
     (``customops_tables.py`` says where each table's rows come from). Option ``:kept-why:`` (table ``compile``):
@@ -114,11 +115,14 @@ class DispatchKeysDirective(SphinxDirective):
 
         rows = []
         for name in customops_op_names():
-            cells: list[nodes.Node] = [nodes.literal(text=name)]
-            for key in DISPATCH_KEYS:
-                has = torch._C._dispatch_has_kernel_for_dispatch_key(name, key)
-                cells.append(nodes.Text("yes" if has else "-"))
-            rows.append(cells)
+            for overload in _op(name).overloads():
+                # The dispatcher names an overload "ns::op.overload", the default one "ns::op".
+                qualified = name if overload == "default" else f"{name}.{overload}"
+                cells: list[nodes.Node] = [nodes.literal(text=qualified)]
+                for key in DISPATCH_KEYS:
+                    has = torch._C._dispatch_has_kernel_for_dispatch_key(qualified, key)
+                    cells.append(nodes.Text("yes" if has else "-"))
+                rows.append(cells)
         headers = ["operator", *(KEY_TITLES.get(k, k) for k in DISPATCH_KEYS)]
         return [_table(headers, rows, [30] + [10] * len(DISPATCH_KEYS), ["customops-dispatch-keys"]),
                 nodes.paragraph(text=_built_with())]

@@ -147,9 +147,13 @@ def test_schema_and_dispatch_tables_list_every_op(built_site):
     names = [f"customops::{n}" for n in customops._library.registered_ops()]
     assert names
     for name in names:
-        schema = str(getattr(torch.ops.customops, name.split("::")[1]).default._schema)
-        assert schema in ops_page, f"{name}'s schema is missing from guide/ops.html"
-        assert name in architecture, f"{name} is missing from the dispatch-key table"
+        packet = getattr(torch.ops.customops, name.split("::")[1])
+        assert "default" in packet.overloads()
+        for overload in packet.overloads():
+            qualified = name if overload == "default" else f"{name}.{overload}"
+            schema = str(getattr(packet, overload)._schema)
+            assert schema in ops_page, f"{qualified}'s schema is missing from guide/ops.html"
+            assert qualified in architecture, f"{qualified} is missing from the dispatch-key table"
 
 
 def _text(path: Path) -> str:
