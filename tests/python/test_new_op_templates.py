@@ -14,6 +14,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -153,7 +154,7 @@ def test_a_new_op_from_a_template_builds_and_fails_its_run_until_its_todos_are_d
     tree = tmp_path / "customops"
     copy_tracked_sources(tree)
     # One op of the first template, built whole (CPU only); the other template's op compiles its registration and
-    # CPU kernel, which hold all it has of its own beyond the first's (a gradient of each of two inputs, the mask).
+    # CPU kernel, which hold what it has beyond the first's (a gradient of each of two inputs, the mask).
     assert new_op.main([BUILT["one_input"], "--like", "one_input", "--root", str(tree)]) == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "CMAKE_"))}
     configure = (f"cmake -S . -B build -G Ninja -DCUSTOMOPS_PYTHON={shlex.quote(sys.executable)} "
@@ -162,26 +163,38 @@ def test_a_new_op_from_a_template_builds_and_fails_its_run_until_its_todos_are_d
     built = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && {configure} && "
                  "cmake --build build --target customops", env)
     assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
-    assert new_op.main([BUILT["two_inputs"], "--like", "two_inputs", "--root", str(tree)]) == 0
+    # Its C++ files alone: its Python modules would refer to an op the library, not linked again, lacks.
     two = BUILT["two_inputs"]
+    for path, text in new_op.plan_op(tree, two, "two_inputs").writes.items():
+        if path.suffix in (".h", ".cpp", ".cu") and path.name != "schemas.cpp":
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
     objects = [f"CMakeFiles/customops.dir/registration/{two}.cpp.o",
                f"CMakeFiles/customops_cpu_DEFAULT.dir/kernels/cpu/{two}.cpp.o"]
     compiled = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && cmake build >/dev/null && "
                     f"ninja -C build {' '.join(objects)}", env)
     assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
-    assert "warning:" not in built.stdout + compiled.stdout, "the templates' code compiles without warnings"
+    warned = [line for line in (built.stdout + compiled.stdout).splitlines()
+              if "warning:" in line and any(f"{op}." in line for op in BUILT.values())]
+    assert not warned, f"the templates' code compiles without warnings: {warned}"
 
     one = BUILT["one_input"]
+    # The copy's package, not one an editable install maps `customops` to whatever the path says (its finder,
+    # which a .pth file installs, goes first): without the site module, with the packages on the path.
+    packages = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
     env.update(CUSTOMOPS_LIBRARY=str(tree / "build" / "libcustomops.so"), CUSTOMOPS_BUILD_DIR=str(tree / "build"),
-               PYTHONPATH=str(tree / "python"))
-    # The op runs on every key, and its stub maths is NaN on the CPU, the shape the Meta kernel gives.
+               PYTHONPATH=os.pathsep.join([str(tree / "python"), *sorted(packages)]))
+    python = [sys.executable, "-S"]
+    # The op runs, and its stub maths is NaN on the CPU, of the shape the Meta kernel gives.
     probe = subprocess.run(
-        [sys.executable, "-c", f"import torch, customops; x = torch.randn(3, 5); y = customops.{one}(x); "
-         f"assert y.isnan().all() and y.shape == torch.ops.customops.{one}(x.to('meta')).shape, y; print('ran')"],
+        [*python, "-c", f"import torch, customops; x = torch.randn(3, 5); y = customops.{one}(x); "
+         f"assert y.isnan().all() and y.shape == torch.ops.customops.{one}(x.to('meta')).shape, y; "
+         "print(customops.__file__)"],
         cwd=tree, env=env, capture_output=True, text=True, timeout=600)
-    assert probe.returncode == 0 and "ran" in probe.stdout, probe.stdout[-3000:] + probe.stderr[-3000:]
+    assert probe.returncode == 0, probe.stdout[-3000:] + probe.stderr[-3000:]
+    assert probe.stdout.strip() == str(tree / "python" / "customops" / "__init__.py")
     # The op's run (the guide's "done" command; here its registry tests) fails on the TODOs, and only there.
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
+    run = subprocess.run([*python, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider",
                           "tests/python/test_registry.py", "--op", one], cwd=tree, env=env, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]

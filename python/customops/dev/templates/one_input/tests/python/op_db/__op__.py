@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import torch
-from hypothesis import strategies as st
 from torch.testing import make_tensor
 
 import customops
@@ -47,8 +46,8 @@ def _errors(device):
     raise NotImplementedError("TODO(__op__): the bad inputs of the op's own checks")
 
 
-@st.composite
-def _cases(draw, device):
+def _cases(device):
+    # A hypothesis strategy (@st.composite) drawing
     # strategies.Case("__op__", (draw(strategies.tensor_spec(shape)),), {}, dtype), dtype drawn from
     # strategies._dtype(device): the shapes drawn, in the layouts tensor_spec draws.
     raise NotImplementedError("TODO(__op__): the property tests' inputs")
