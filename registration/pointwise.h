@@ -74,25 +74,48 @@ inline void add_to(at::Tensor& sum, const at::Tensor& term) {
   sum = sum.defined() ? sum + term : term;
 }
 
-template <typename F, typename = std::make_index_sequence<arity<F>>>
+// A scalar argument saved for the backward (autograd's saved data holds IValues), and read back.
+template <typename A>
+A saved_arg(const c10::IValue& v) {
+  if constexpr (std::is_same_v<A, c10::string_view>) {
+    return v.toStringView();
+  } else {
+    return v.to<A>();
+  }
+}
+template <typename A>
+c10::IValue to_saved(const A& a) {
+  if constexpr (std::is_same_v<A, c10::string_view>) {
+    return c10::IValue(std::string(a.data(), a.size()));
+  } else {
+    return c10::IValue(a);
+  }
+}
+inline std::string saved_name(std::size_t k) {
+  return "arg" + std::to_string(k);
+}
+
+template <typename F, typename = std::make_index_sequence<arity<F>>, typename = std::make_index_sequence<arg_count<F>>>
 struct Registration;
 
-template <typename F, std::size_t... I>
-struct Registration<F, std::index_sequence<I...>> {
+// N tensors I and the scalar arguments K (kArgs, after the tensors in every schema: the op's, its backward's and
+// its out variant's before `out`).
+template <typename F, std::size_t... I, std::size_t... K>
+struct Registration<F, std::index_sequence<I...>, std::index_sequence<K...>> {
   static constexpr std::size_t N = sizeof...(I);
   using variable_list = torch::autograd::variable_list;
   using AutogradContext = torch::autograd::AutogradContext;
 
-  static at::Tensor call_forward(TensorArg<I>... xs) {
-    static const auto op =
-        detail::find_op<at::Tensor(TensorArg<I>...)>((std::string("customops::") + F::kName).c_str());
-    return op.call(xs...);
+  static at::Tensor call_forward(TensorArg<I>... xs, ArgArg<F, K>... args) {
+    static const auto op = detail::find_op<at::Tensor(TensorArg<I>..., ArgArg<F, K>...)>(
+        (std::string("customops::") + F::kName).c_str());
+    return op.call(xs..., args...);
   }
 
-  static Grads<F> call_backward(const at::Tensor& grad_out, TensorArg<I>... xs) {
-    static const auto op = detail::find_op<Grads<F>(const at::Tensor&, TensorArg<I>...)>(
+  static Grads<F> call_backward(const at::Tensor& grad_out, TensorArg<I>... xs, ArgArg<F, K>... args) {
+    static const auto op = detail::find_op<Grads<F>(const at::Tensor&, TensorArg<I>..., ArgArg<F, K>...)>(
         ("customops::" + backward_name(F::kName)).c_str());
-    return op.call(grad_out, xs...);
+    return op.call(grad_out, xs..., args...);
   }
 
   static variable_list as_list(const Grads<F>& grads) {
@@ -103,32 +126,43 @@ struct Registration<F, std::index_sequence<I...>> {
     }
   }
 
+  static void save_args(AutogradContext* ctx, const ArgArg<F, K>&... args) {
+    ((ctx->saved_data[saved_name(K)] = to_saved(args)), ...);
+  }
+
   struct Forward : torch::autograd::Function<Forward> {
-    static at::Tensor forward(AutogradContext* ctx, TensorArg<I>... xs) {
+    static at::Tensor forward(AutogradContext* ctx, TensorArg<I>... xs, ArgArg<F, K>... args) {
       ctx->save_for_backward({xs...});
+      save_args(ctx, args...);
       at::AutoDispatchBelowADInplaceOrView guard;
-      return call_forward(xs...);
+      return call_forward(xs..., args...);
     }
     static variable_list backward(AutogradContext* ctx, variable_list grads) {
       const auto saved = ctx->get_saved_variables();
-      // Through the dispatcher, so the gradient is itself differentiable.
-      return as_list(call_backward(grads[0], saved[I]...));
+      // Through the dispatcher, so the gradient is itself differentiable; none for the scalar arguments.
+      auto out = as_list(call_backward(grads[0], saved[I]...,
+                                       saved_arg<ArgArg<F, K>>(ctx->saved_data[saved_name(K)])...));
+      out.resize(N + sizeof...(K));
+      return out;
     }
   };
 
   struct Backward : torch::autograd::Function<Backward> {
-    static variable_list forward(AutogradContext* ctx, const at::Tensor& grad_out, TensorArg<I>... xs) {
+    static variable_list forward(AutogradContext* ctx, const at::Tensor& grad_out, TensorArg<I>... xs,
+                                 ArgArg<F, K>... args) {
       ctx->save_for_backward({grad_out, xs...});
+      save_args(ctx, args...);
       at::AutoDispatchBelowADInplaceOrView guard;
-      return as_list(call_backward(grad_out, xs...));
+      return as_list(call_backward(grad_out, xs..., args...));
     }
     // The backward op computes grad_i = g * df/dxi; with gg_i the gradient of grad_i, its own
     // gradients are sum_i gg_i * df/dxi for g and g * sum_i gg_i * d2f/dxi dxj for each xj.
     static variable_list backward(AutogradContext* ctx, variable_list gg) {
       const auto saved = ctx->get_saved_variables();
       const at::Tensor& grad_out = saved[0];
-      const auto d = F::derivatives(Expr(saved[1 + I])...);
-      const auto h = F::second_derivatives(Expr(saved[1 + I])...);
+      const auto a = arg_values<F>(F::kName, saved_arg<ArgArg<F, K>>(ctx->saved_data[saved_name(K)])...);
+      const auto d = derivatives_of<F>(a, Expr(saved[1 + I])...);
+      const auto h = second_derivatives_of<F>(a, Expr(saved[1 + I])...);
       at::Tensor d_grad_out;
       std::array<at::Tensor, N> d_x;
       for (std::size_t i = 0; i < N; ++i) {
@@ -142,21 +176,21 @@ struct Registration<F, std::index_sequence<I...>> {
       for (auto& t : d_x) {
         if (t.defined()) t = t * grad_out;
       }
-      return {d_grad_out, d_x[I]...};
+      return {d_grad_out, d_x[I]..., (static_cast<void>(K), at::Tensor())...};
     }
   };
 
-  static at::Tensor forward_autograd(TensorArg<I>... xs) {
+  static at::Tensor forward_autograd(TensorArg<I>... xs, ArgArg<F, K>... args) {
     // None fails here with its name, not in autograd's bookkeeping.
     (checks::defined(F::kName, F::kInputs[I], xs), ...);
-    return Forward::apply(xs...);
+    return Forward::apply(xs..., args...);
   }
 
-  static Grads<F> backward_autograd(const at::Tensor& grad_out, TensorArg<I>... xs) {
+  static Grads<F> backward_autograd(const at::Tensor& grad_out, TensorArg<I>... xs, ArgArg<F, K>... args) {
     const std::string op = backward_name(F::kName);
     checks::defined(op.c_str(), "grad_out", grad_out);
     (checks::defined(op.c_str(), F::kInputs[I], xs), ...);
-    const auto grads = Backward::apply(grad_out, xs...);
+    const auto grads = Backward::apply(grad_out, xs..., args...);
     return as_grads(std::array<at::Tensor, N>{grads[I]...});
   }
 
@@ -173,16 +207,16 @@ struct Registration<F, std::index_sequence<I...>> {
     return x.defined() && x.is_floating_point() ? x.to(t) : x;
   }
   template <c10::DeviceType device>
-  static at::Tensor forward_promoted(TensorArg<I>... xs) {
+  static at::Tensor forward_promoted(TensorArg<I>... xs, ArgArg<F, K>... args) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(device));
     const auto t = widest(xs...);
-    return call_forward(cast(xs, t)...);
+    return call_forward(cast(xs, t)..., args...);
   }
   template <c10::DeviceType device>
-  static Grads<F> backward_promoted(const at::Tensor& grad_out, TensorArg<I>... xs) {
+  static Grads<F> backward_promoted(const at::Tensor& grad_out, TensorArg<I>... xs, ArgArg<F, K>... args) {
     c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(device));
     const auto t = widest(grad_out, xs...);
-    return call_backward(cast(grad_out, t), cast(xs, t)...);
+    return call_backward(cast(grad_out, t), cast(xs, t)..., args...);
   }
 
   template <typename Forward, typename Backward>
@@ -206,9 +240,9 @@ struct Registration<F, std::index_sequence<I...>> {
     impl(m, &forward_autograd, &backward_autograd);
   }
   // The out variant (ExecuTorch's programs call it): the op through the dispatcher, copied into `out`.
-  static at::Tensor& forward_out(TensorArg<I>... xs, at::Tensor& out) {
+  static at::Tensor& forward_out(TensorArg<I>... xs, ArgArg<F, K>... args, at::Tensor& out) {
     const std::string op = std::string(F::kName) + ".out";
-    return out_variant::into(op.c_str(), call_forward(xs...), out);
+    return out_variant::into(op.c_str(), call_forward(xs..., args...), out);
   }
   static void register_out(torch::Library& m) {
     m.impl((std::string(F::kName) + ".out").c_str(), &forward_out);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/core/fold.h"
+#include "kernels/core/pointwise.h"
 #include "kernels/executorch/common.h"
 
 namespace customops::executorch_kernels {
@@ -24,10 +25,12 @@ CUSTOMOPS_ET_DECLARE(
     // out (resized) = depthwise_conv2d(x, weight, bias) for a call depthwise_takes.
     void depthwise_forward(KernelRuntimeContext& ctx, const Tensor& x, const Tensor& weight, const Tensor* bias,
                            const fold::Window& w, Tensor& out);
-    // out = F::forward(inputs[0], ...) elementwise, for the pointwise family F (kernels/<op>.h), every tensor
-    // checked to be of out's dtype, size and default dim order (kernels/executorch/pointwise.h).
+    // out = F::forward(args, inputs[0], ...) elementwise, for the pointwise family F (kernels/<op>.h), every
+    // tensor checked to be of out's dtype, size and default dim order and every argument to be in its range
+    // (kernels/executorch/pointwise.h).
     template <typename F> struct PointwiseForward {
-      static void run(KernelRuntimeContext& ctx, const Tensor* const* inputs, Tensor& out);
+      static void run(KernelRuntimeContext& ctx, const Tensor* const* inputs, const pw::ArgsOf<F>& args,
+                      Tensor& out);
     };)
 
 // Whether this process runs the AVX2 build: a processor with AVX2, FMA and F16C, unless ATEN_CPU_CAPABILITY is

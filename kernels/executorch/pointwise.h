@@ -6,6 +6,8 @@
 #include <executorch/extension/kernel_util/make_boxed_from_unboxed_functor.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <utility>
 
 #include "kernels/core/pointwise.h"
@@ -19,12 +21,59 @@ struct TensorFor {
   using type = const Tensor&;
 };
 
-template <typename F, typename = std::make_index_sequence<pw::arity<F>>>
+// A scalar argument's type in ExecuTorch's kernel signatures, as the schema's maps to it.
+template <pw::ArgType>
+struct ArgCpp;
+template <>
+struct ArgCpp<pw::ArgType::Float> {
+  using type = double;
+};
+template <>
+struct ArgCpp<pw::ArgType::Int> {
+  using type = int64_t;
+};
+template <>
+struct ArgCpp<pw::ArgType::Bool> {
+  using type = bool;
+};
+template <>
+struct ArgCpp<pw::ArgType::Choice> {
+  using type = ::executorch::aten::string_view;
+};
+template <typename F, std::size_t K>
+using ArgArg = typename ArgCpp<F::kArgs[K].type>::type;
+
+// An argument's value as the formulas take it (pw::Arg), or NaN where it is out of its range or options.
+inline double arg_value(const pw::Arg& arg, double v) {
+  return arg.accepts(v) ? v : std::numeric_limits<double>::quiet_NaN();
+}
+inline double arg_value(const pw::Arg& arg, int64_t v) {
+  return arg_value(arg, static_cast<double>(v));
+}
+inline double arg_value(const pw::Arg&, bool v) {
+  return v ? 1 : 0;
+}
+inline double arg_value(const pw::Arg& arg, ::executorch::aten::string_view v) {
+  const int index = pw::choice_index(arg.options, v.data(), v.size());
+  return index < 0 ? std::numeric_limits<double>::quiet_NaN() : index;
+}
+
+template <typename F, typename = std::make_index_sequence<pw::arity<F>>,
+          typename = std::make_index_sequence<pw::arg_count<F>>>
 struct PointwiseOut;
 
-template <typename F, std::size_t... I>
-struct PointwiseOut<F, std::index_sequence<I...>> {
-  static Tensor& out(KernelRuntimeContext& ctx, typename TensorFor<I>::type... xs, Tensor& out) {
+template <typename F, std::size_t... I, std::size_t... K>
+struct PointwiseOut<F, std::index_sequence<I...>, std::index_sequence<K...>> {
+  static Tensor& out(KernelRuntimeContext& ctx, typename TensorFor<I>::type... xs, ArgArg<F, K>... as, Tensor& out) {
+    pw::ArgsOf<F> args{};
+    if constexpr (sizeof...(K) > 0) {
+      args = {{arg_value(F::kArgs[K], as)...}};
+      for (std::size_t k = 0; k < sizeof...(K); ++k) {
+        ET_KERNEL_CHECK_MSG(ctx, args[k] == args[k], InvalidArgument, out,
+                            "customops::%s: %s out of its range (or not one of its options)", F::kName,
+                            F::kArgs[k].name);
+      }
+    }
     const Tensor* inputs[] = {&xs...};
     const Tensor& first = *inputs[0];
     for (std::size_t i = 0; i < sizeof...(I); ++i) {
@@ -47,7 +96,7 @@ struct PointwiseOut<F, std::index_sequence<I...>> {
                         ::executorch::runtime::resize_tensor(out, first.sizes()) == ::executorch::runtime::Error::Ok,
                         InvalidArgument, out, "customops::%s: could not resize out", F::kName);
     if (out.numel() == 0) return out;
-    CUSTOMOPS_ET_KERNEL(PointwiseForward<F>::run)(ctx, inputs, out);
+    CUSTOMOPS_ET_KERNEL(PointwiseForward<F>::run)(ctx, inputs, args, out);
     return out;
   }
 };

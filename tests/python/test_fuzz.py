@@ -94,6 +94,8 @@ def _schema(name):
 # overflow int64 (2**62 * 4, 2**62 + 2**62).
 INTERESTING_INTS = [0, 1, 2, 3, -1, -2, -7, 2**31 - 1, 2**31, -2**31, 2**32 + 1, 2**40, 2**61, 2**62, -2**62,
                     2**63 - 1, -2**63, 3 * 2**61, 2**62 + 1]
+# A scalar argument's edges: zero of both signs, signs, the extremes and the non-finite (a pointwise op's range).
+INTERESTING_FLOATS = [0.0, -0.0, 1.0, -1.0, 1e-300, -1e-300, 1e300, -1e300, float("inf"), float("-inf"), float("nan")]
 _BAD_DTYPES = [torch.int64, torch.int32, torch.int8, torch.uint8, torch.bool, torch.complex64, torch.complex128,
                torch.float16, torch.bfloat16, torch.float32, torch.float64]
 _STRINGS = ["", "nearest", "HALF_PIXEL", "half_pixel ", "align_corners\x00", "bilinear", "asymmetric", "x" * 300]
@@ -193,6 +195,10 @@ def random_call(rng, name, device, devices):
                 args[i] = _mutate_int(rng, v)
             elif type_str == "str":
                 args[i] = rng.choice(_STRINGS)
+            elif type_str == "float":
+                args[i] = rng.choice(INTERESTING_FLOATS)
+            elif type_str == "bool":
+                args[i] = not v
     mode = rng.choice(MODES)
     if mode == "grad":
         for a in args:

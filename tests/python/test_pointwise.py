@@ -33,7 +33,7 @@ def _samples(family):
 def test_value_is_the_reference(family):
     reference = _op(family).ref
     for sample in _samples(family):
-        torch.testing.assert_close(family.forward(pointwise.TORCH, *sample.tensors()), reference(*sample.tensors()),
+        torch.testing.assert_close(family.forward(pointwise.TORCH, *sample.args), reference(*sample.args),
                                    msg=lambda m: f"{sample.name}: {m}")
 
 
@@ -42,13 +42,14 @@ def test_derivatives_are_the_values_derivatives(family):
     for sample in _samples(family):
         xs = [t.detach().clone().requires_grad_() for t in sample.tensors()]
         assert len(xs) == len(family.INPUTS), sample.name
-        value = family.forward(pointwise.TORCH, *xs)
+        args = sample.args[len(xs):]  # the scalar arguments
+        value = family.forward(pointwise.TORCH, *xs, *args)
         want = torch.autograd.grad(value.sum(), xs, create_graph=True)
-        got = family.derivatives(pointwise.TORCH, *xs)
+        got = family.derivatives(pointwise.TORCH, *xs, *args)
         assert len(got) == len(xs), sample.name
         for i, (g, w) in enumerate(zip(got, want)):
             torch.testing.assert_close(g, w, msg=lambda m: f"{sample.name}, df/d{family.INPUTS[i]}: {m}")
-        second = family.second_derivatives(pointwise.TORCH, *xs)
+        second = family.second_derivatives(pointwise.TORCH, *xs, *args)
         for i in range(len(xs)):
             row = torch.autograd.grad(want[i].sum(), xs, allow_unused=True, retain_graph=True)
             for j in range(len(xs)):
@@ -61,10 +62,11 @@ def test_derivatives_are_the_values_derivatives(family):
 def test_formulas_use_only_the_shared_maths(family):
     # The ONNX evaluation knows every function of the torch one.
     assert set(onnx_pointwise.NODES) == set(vars(pointwise.TORCH))
+    args = tuple(a.valid_values()[0] for a in pointwise.args_of(family))
     for formula in (family.forward, family.derivatives, family.second_derivatives):
-        leaves = len(_leaves(formula(pointwise.TORCH, *(torch.ones(()) for _ in family.INPUTS))))
+        leaves = len(_leaves(formula(pointwise.TORCH, *(torch.ones(()) for _ in family.INPUTS), *args)))
         for k in range(leaves):  # as_text raises on anything but the namespace and arithmetic
-            assert pointwise.as_text(lambda m, *xs: _leaves(formula(m, *xs))[k], *family.INPUTS)
+            assert pointwise.as_text(lambda m, *xs: _leaves(formula(m, *xs))[k], *pointwise.text_names(family))
 
 
 def _leaves(value) -> list:

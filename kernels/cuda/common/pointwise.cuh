@@ -15,14 +15,17 @@ inline constexpr auto kMap = [](at::Device device, const auto& out, int64_t n, c
   map_dense(out, n, op, in...);
 };
 
-template <typename F, size_t... I>
-at::Tensor Pointwise<F, std::index_sequence<I...>>::forward(pw::TensorArg<I>... xs) {
-  return pw::run_forward<F>(kMap, xs...);
+template <typename F, std::size_t... I, std::size_t... K>
+at::Tensor Pointwise<F, std::index_sequence<I...>, std::index_sequence<K...>>::forward(pw::TensorArg<I>... xs,
+                                                                                     pw::ArgArg<F, K>... args) {
+  return pw::run_forward<F>(kMap, pw::arg_values<F>(F::kName, args...), xs...);
 }
 
-template <typename F, size_t... I>
-pw::Grads<F> Pointwise<F, std::index_sequence<I...>>::backward(const at::Tensor& grad_out, pw::TensorArg<I>... xs) {
-  return pw::run_backward<F>(kMap, grad_out, xs...);
+template <typename F, std::size_t... I, std::size_t... K>
+pw::Grads<F> Pointwise<F, std::index_sequence<I...>, std::index_sequence<K...>>::backward(
+    const at::Tensor& grad_out, pw::TensorArg<I>... xs, pw::ArgArg<F, K>... args) {
+  return pw::run_backward<F>(kMap, pw::arg_values<F>(pw::backward_name(F::kName).c_str(), args...), grad_out,
+                             xs...);
 }
 
 } // namespace customops::cuda

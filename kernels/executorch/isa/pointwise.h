@@ -14,19 +14,20 @@ namespace customops::executorch_kernels::CPU_CAPABILITY {
 namespace {
 
 template <typename F, typename scalar_t, std::size_t... I>
-void map_forward(const Tensor* const* inputs, Tensor& out, std::index_sequence<I...>) {
+void map_forward(const Tensor* const* inputs, const pw::ArgsOf<F>& args, Tensor& out, std::index_sequence<I...>) {
   pw::map_dense(kParallelFor, std::array<scalar_t*, 1>{out.mutable_data_ptr<scalar_t>()}, out.numel(),
-                pw::ForwardMap<F>{}, inputs[I]->const_data_ptr<scalar_t>()...);
+                pw::ForwardMap<F>{args}, inputs[I]->const_data_ptr<scalar_t>()...);
 }
 
 } // namespace
 
 template <typename F>
-void PointwiseForward<F>::run(KernelRuntimeContext& ctx, const Tensor* const* inputs, Tensor& out) {
+void PointwiseForward<F>::run(KernelRuntimeContext& ctx, const Tensor* const* inputs, const pw::ArgsOf<F>& args,
+                               Tensor& out) {
   // Not double: at::vec's double exp is Sleef's, which only libtorch links (kernels/executorch/pointwise.h refuses
   // it, customops.executorch decomposes it).
   ET_SWITCH_THREE_TYPES(Float, Half, BFloat16, out.scalar_type(), ctx, "pointwise.out", scalar_t, [&] {
-    map_forward<F, scalar_t>(inputs, out, std::make_index_sequence<pw::arity<F>>{});
+    map_forward<F, scalar_t>(inputs, args, out, std::make_index_sequence<pw::arity<F>>{});
   });
 }
 

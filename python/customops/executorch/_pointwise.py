@@ -37,6 +37,7 @@ def uses_kernel(*tensors) -> bool:
 
 
 def family(formulas: ModuleType) -> ModuleType:
-    name = short_name(formulas)
+    name, n = short_name(formulas), len(formulas.INPUTS)
     return synthesized(__package__, formulas, DECOMPOSITIONS={name: forward_of(formulas)},
-                       KERNELS={name: DEFAULT_ROUTE}, KERNEL_WHEN={name: uses_kernel})
+                       KERNELS={name: DEFAULT_ROUTE},
+                       KERNEL_WHEN={name: lambda *args: uses_kernel(*args[:n])})  # the tensors, not the scalars

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Callable
 
 from .._families import function_from_source, short_name, synthesized
-from ..pointwise import as_text
+from ..pointwise import args_of, as_text, text_names
 from ._common import TFloat, compute_dtype, op, scalar, to_compute
 
 
@@ -56,16 +56,20 @@ def translation_text(formula: Callable, *names: str) -> str:
 
 def on_values(formula: Callable, *values):
     """``formula(ONNX, *values)`` as nodes computing in the first value's compute dtype, the result cast back to
-    its dtype."""
+    its dtype; the op's scalar arguments (attributes of the translation: Python values) as they are, which the
+    arithmetic makes constants."""
     dtype = compute_dtype(values[0])
-    result = formula(ONNX, *(_Value(to_compute(v, dtype), dtype) for v in values))
+    result = formula(ONNX, *(v if isinstance(v, (bool, int, float, str)) else _Value(to_compute(v, dtype), dtype)
+                             for v in values))
     return to_compute(result.value, values[0].dtype)
 
 
-def _translation(name: str, inputs: tuple, formula: Callable) -> Callable:
-    """``name(x1: TFloat, ...) -> TFloat``: onnxscript reads the inputs' types from the signature."""
-    source = f"def {name}({', '.join(f'{x}: TFloat' for x in inputs)}) -> TFloat:\n" \
-             f"    return on_values(formula, {', '.join(inputs)})\n"
+def _translation(name: str, inputs: tuple, formula: Callable, args: tuple = ()) -> Callable:
+    """``name(x1: TFloat, ..., arg: float, ...) -> TFloat``: onnxscript reads the inputs' types from the signature,
+    and takes the scalar arguments as attributes."""
+    params = [f"{x}: TFloat" for x in inputs] + [a.python() for a in args]
+    source = f"def {name}({', '.join(params)}) -> TFloat:\n" \
+             f"    return on_values(formula, {', '.join([*inputs, *(a.name for a in args)])})\n"
     scope = {"__name__": __name__, "TFloat": TFloat, "on_values": on_values, "formula": formula}
     return function_from_source(source, name, scope, f"ONNX translation of {name}")
 
@@ -75,5 +79,5 @@ def family(formulas):
     for the same values) and its row of the docs' table."""
     name = short_name(formulas)
     return synthesized(__package__, formulas,
-                       TRANSLATIONS={name: _translation(name, formulas.INPUTS, formulas.forward)},
-                       DOC_ROWS=[(f"`{name}`", f"`{translation_text(formulas.forward, *formulas.INPUTS)}`")])
+                       TRANSLATIONS={name: _translation(name, formulas.INPUTS, formulas.forward, args_of(formulas))},
+                       DOC_ROWS=[(f"`{name}`", f"`{translation_text(formulas.forward, *text_names(formulas))}`")])

@@ -1,7 +1,8 @@
 """The formulas of the pointwise operators, written once for every Python path.
 
 A family module here defines its op's value and derivatives as Python functions of a maths namespace ``m``
-(``m.exp``, ``m.sigmoid``, ``m.tanh``) and of the op's inputs, with Python's arithmetic operators. The same
+(``m.exp``, ``m.sigmoid``, ``m.tanh``) and of the op's inputs, with Python's arithmetic operators; an op with
+scalar arguments (its ``ARGS``, :mod:`customops._scalar_args`) takes their values after its inputs. The same
 functions are evaluated on torch tensors (:func:`on_tensors`: Inductor's and litert-torch's decompositions,
 torch.func's double backward, the tests' reference), on ONNX values (customops.onnx's translation) and on names
 (:func:`as_text`: the docs' tables). The kernels' C++ copy of each formula is in kernels/<family>.h; the tests
@@ -16,6 +17,7 @@ from typing import Callable, Optional
 import torch
 
 from .._families import family_modules
+from .._scalar_args import Arg, of as args_of  # noqa: F401 (the families' arguments, for every Python path)
 
 # The maths namespace on torch tensors.
 TORCH = SimpleNamespace(exp=torch.exp, sigmoid=torch.sigmoid, tanh=torch.tanh)
@@ -31,11 +33,13 @@ def opmath(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
-def on_tensors(formula: Callable, *tensors: torch.Tensor) -> torch.Tensor:
-    """``formula(TORCH, *tensors)`` computed as the kernels compute it: in the opmath type of the first tensor's
-    dtype, the result in that dtype."""
-    compute = opmath(tensors[0].dtype)
-    return formula(TORCH, *(t.to(compute) for t in tensors)).to(tensors[0].dtype)
+def on_tensors(formula: Callable, *values) -> torch.Tensor:
+    """``formula(TORCH, *values)`` computed as the kernels compute it: every tensor in the opmath type of the first
+    one's dtype, the result in that dtype; the scalar arguments (numbers, symbolic under torch.compile, strings) as
+    they are."""
+    dtype = values[0].dtype
+    compute = opmath(dtype)
+    return formula(TORCH, *(v.to(compute) if isinstance(v, torch.Tensor) else v for v in values)).to(dtype)
 
 
 class _Text:
@@ -66,10 +70,23 @@ for _name, _symbol, _precedence in (("add", "+", 1), ("sub", "-", 1), ("mul", "*
     setattr(_Text, f"__r{_name}__", lambda a, b, s=_symbol, p=_precedence: a._binary(b, s, p, swap=True))
 
 
-def as_text(formula: Callable, *names: str, functions: Optional[dict] = None) -> str:
+def as_text(formula: Callable, *names, functions: Optional[dict] = None) -> str:
     """The formula written out, e.g. ``x * sigmoid(1.702 * x)``; ``functions`` renames the maths namespace's
-    functions (ONNX's ``Sigmoid``, ...)."""
+    functions (ONNX's ``Sigmoid``, ...). A name is a plain string; any other value (a bool's or a choice's, which
+    the formula branches on: text_names) is passed as it is."""
     functions = functions or {}
     maths = SimpleNamespace(**{name: (lambda v, name=name: _Text(f"{functions.get(name, name)}({v.text})"))
                                for name in vars(TORCH)})
-    return _Text._of(formula(maths, *(_Text(n) for n in names))).text
+    return _Text._of(formula(maths, *(_Text(n) if type(n) is str else n for n in names))).text
+
+
+def text_names(formulas) -> tuple:
+    """What as_text takes for a family's formulas: its inputs' and numeric arguments' names, and the default (or
+    first) value of each bool and choice."""
+    return (*formulas.INPUTS, *(a.name if a.type in ("float", "int") else
+                               a.valid_values()[0] if a.type == "bool" else _Value(a.valid_values()[0])
+                               for a in args_of(formulas)))
+
+
+class _Value(str):
+    """A choice's option where as_text takes names: equal to its string, not a name."""

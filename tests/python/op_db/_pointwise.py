@@ -1,7 +1,9 @@
 """The OpInfo of a pointwise op (customops.pointwise), made from its formulas: what every such op is tested with
 (layouts, sizes, large magnitudes, bad inputs, property strategies, fuzz calls, sharding cases), with the inputs
 named as the op names them. A family's module gives what is its own: its reference, the module, the ONNX nodes,
-value ranges and extra samples.
+value ranges and extra samples. An op's scalar arguments (its formulas' ``ARGS``) follow its tensors in every call:
+each sample takes their first valid values (the defaults), further samples each other valid value, the error
+inputs each value out of range, the property and fuzz calls any valid one.
 
 The reference is the op in PyTorch's own functions (``F.silu(a) * b``), written apart from the family's formulas
 (customops.pointwise), which the kernels' C++ copy mirrors: the kernels' values and gradients are held to it in
@@ -20,6 +22,8 @@ from torch.testing import make_tensor
 from fuzz_common import T, batched
 from strategies import Case, _dtype, tensor_spec
 
+from customops.pointwise import args_of
+
 from ._common import ErrorInput, OpInfo, SampleInput, _low_precision_first_input, _other_device, _placements
 
 ops = torch.ops.customops
@@ -32,8 +36,9 @@ def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, refere
     """`reference(*inputs)`: the op in PyTorch's functions; `ranges`: input name -> (low, high) of its sample
     values (default -8, 8); `extra_samples(device, dtype, requires_grad)`: the op's own samples; `kwargs`: any other
     OpInfo field."""
-    name, inputs = formulas.__name__.rpartition(".")[2], formulas.INPUTS
+    name, inputs, args = formulas.__name__.rpartition(".")[2], formulas.INPUTS, args_of(formulas)
     n, ranges = len(inputs), ranges or {}
+    given = tuple(a.valid_values()[0] for a in args)  # the scalar arguments of every call but those that vary them
 
     def make(i, shape, device, dtype, requires_grad, **kw):
         low, high = ranges.get(inputs[i], (-8, 8))
@@ -45,7 +50,7 @@ def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, refere
             xs = [make(i, shape, device, dtype, requires_grad and (i > 0 or first is None), **kw) for i in range(n)]
             if first is not None:
                 xs[0] = first(xs[0].detach()).requires_grad_(requires_grad) if requires_grad else first(xs[0])
-            return SampleInput(tuple(xs), name=sample_name)
+            return SampleInput((*xs, *given), name=sample_name)
 
         yield alike("scalar", ())
         yield alike("empty", (0,))
@@ -63,21 +68,40 @@ def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, refere
         large = large.clamp(torch.finfo(dtype).min, torch.finfo(dtype).max).to(device, dtype)
         others = [make_tensor((8,), device=device, dtype=dtype, low=-1, high=1, requires_grad=requires_grad)
                   for _ in range(n - 1)]  # |x| <= 1, so that products with the large first input stay finite
-        yield SampleInput((large.requires_grad_(requires_grad), *others), name="large_magnitude")
+        yield SampleInput((large.requires_grad_(requires_grad), *others, *given), name="large_magnitude")
+        for k, arg in enumerate(args):  # each other valid value of each argument, the others at theirs
+            for value in arg.valid_values()[1:]:
+                xs = [make(i, (3, 5), device, dtype, requires_grad) for i in range(n)]
+                values = (*given[:k], value, *given[k + 1:])
+                yield SampleInput((*xs, *values), name=f"{arg.name}={value}")
         if extra_samples is not None:
             yield from extra_samples(device, dtype, requires_grad)
 
     def dynamic(device, dtype):
         for size in (5, 17, 1000):
-            yield SampleInput(tuple(make(i, (size, 3), device, dtype, False) for i in range(n)), name=f"n{size}")
+            yield SampleInput((*(make(i, (size, 3), device, dtype, False) for i in range(n)), *given),
+                              name=f"n{size}")
 
     def autocast_samples(device, low, requires_grad):
         yield from _low_precision_first_input(samples, 11)(device, low, requires_grad)
         if n > 1:  # promoted, as a * b
             xs = [make(i, (4, 6), device, low if i == 0 else torch.float32, requires_grad) for i in range(n)]
-            yield SampleInput(tuple(xs), name=f"mixed_{low}_float32")
+            yield SampleInput((*xs, *given), name=f"mixed_{low}_float32")
 
     def errors(device):
+        yield from (ErrorInput(SampleInput((*e.sample.args, *given)), e.match, e.error, e.backward)
+                    for e in tensor_errors(device))
+        x = torch.randn(4, 3, device=device)
+        for k, arg in enumerate(args):  # refused with the argument's name, by the op and by its backward op
+            for value in arg.invalid_values():
+                values = (*given[:k], value, *given[k + 1:])
+                match = rf"{name}: expected {arg.name} .*got {arg.name}=" if arg.type != "choice" else \
+                    rf"{name}: expected {arg.name} to be one of"
+                yield ErrorInput(SampleInput((x,) * n + values), match)
+                yield ErrorInput(SampleInput((x,) * (n + 1) + values), match.replace(name, f"{name}_backward", 1),
+                                 backward=True)
+
+    def tensor_errors(device):
         x = torch.randn(4, 3, device=device)
         first, last = inputs[0], inputs[-1]
         rest = (x,) * (n - 1)
@@ -117,26 +141,28 @@ def pointwise_opinfo(formulas: ModuleType, *, op: Callable, module: type, refere
             shape = tuple(draw(st.integers(0, 7)) for _ in range(ndim))
         scales = [draw(st.sampled_from([4.0, 12.0, 100.0])) if i == 0 else 4.0 for i in range(n)]
         xs = tuple(draw(tensor_spec(shape, -s, s)) for s in scales)
-        return Case(name, xs, {}, draw(_dtype(device)), grad_seed=draw(st.integers(0, 2**31 - 1)))
+        values = tuple(draw(st.sampled_from(a.valid_values())) for a in args)
+        return Case(name, xs + values, {}, draw(_dtype(device)), grad_seed=draw(st.integers(0, 2**31 - 1)))
 
     def fuzz_call(rng, backward, device, dtype):
         batched(rng)  # drawn by every op's call, used or not: see fuzz_common.batched
         shape = [rng.randint(0, 4) for _ in range(rng.randint(0, 4))]
-        return [T(shape, dtype, device) for _ in range(n + 1 if backward else n)]
+        return [T(shape, dtype, device) for _ in range(n + 1 if backward else n)] + \
+            [rng.choice(a.valid_values()) for a in args]
 
     def sharding(rnd):
         Shard, R, P = _placements()
         forward, backward = getattr(ops, name).default, getattr(ops, f"{name}_backward").default
         xs = tuple(rnd(4, 6, 9, 8) for _ in range(n))
-        yield f"{name} batch", forward, xs, [Shard(0)] * n, [Shard(0)]
-        yield f"{name} width", forward, xs, [Shard(3)] * n, [Shard(3)]
+        yield f"{name} batch", forward, (*xs, *given), [Shard(0)] * n, [Shard(0)]
+        yield f"{name} width", forward, (*xs, *given), [Shard(3)] * n, [Shard(3)]
         g = rnd(4, 6, 9, 8)
-        yield f"{name}_backward channels", backward, (g, *xs), [Shard(1)] * (n + 1), [Shard(1)] * n
-        yield f"{name}_backward partial", backward, (g, *xs), [P] + [R] * n, [P] * n
+        yield f"{name}_backward channels", backward, (g, *xs, *given), [Shard(1)] * (n + 1), [Shard(1)] * n
+        yield f"{name}_backward partial", backward, (g, *xs, *given), [P] + [R] * n, [P] * n
 
     fields = dict(
         name=name, op=op, ref=reference, sample_inputs=samples,
-        dynamic_samples=dynamic, error_inputs=errors, module=lambda sample: (module(), sample.args),
+        dynamic_samples=dynamic, error_inputs=errors, module=lambda sample: (module(*sample.args[n:]), sample.args[:n]),
         backward_args=lambda sample, grad: (grad, *sample.args), autocast="input_dtype" if n == 1 else "promote",
         autocast_samples=autocast_samples, keeps_memory_format=True, keeps_dense_strides=True, cases=cases,
         property_cost=2.0, fuzz_call=fuzz_call, onnx_nodes=lambda sample: onnx_nodes, sharding_cases=sharding)

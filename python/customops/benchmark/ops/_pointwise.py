@@ -32,8 +32,12 @@ def default_shape(device: torch.device, quick: bool) -> Tuple[Tuple[int, ...], T
 
 
 def cases(name: str, op: Callable[..., torch.Tensor], reference: Callable[..., torch.Tensor], inputs: Sequence[str],
-          device: torch.device, shape: Tuple[int, ...], dtypes: Sequence[torch.dtype], label: str) -> Iterator[Case]:
-    """`inputs`: the op's tensors' names, each of `shape`."""
+          device: torch.device, shape: Tuple[int, ...], dtypes: Sequence[torch.dtype], label: str,
+          args: tuple = ()) -> Iterator[Case]:
+    """`inputs`: the op's tensors' names, each of `shape`; `args`: its scalar arguments' values, after them."""
+    if args:
+        op, reference = (functools.partial(lambda f, *xs: f(*xs, *args), f) for f in (op, reference))
+        label = f"{label} {', '.join(map(repr, args))}"
     n = len(inputs)
     for dtype in dtypes:
         size = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
