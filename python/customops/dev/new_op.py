@@ -2,6 +2,7 @@
 
     scripts/new_op.py gelu_mul --inputs a,b            # a pointwise op of two tensors
     scripts/new_op.py gelu_mul --like silu_mul         # the same: silu_mul's inputs
+    scripts/new_op.py softcap --inputs x --args "cap:float>0"   # with a scalar argument (customops._scalar_args)
     scripts/new_op.py moving_sum --like one_input          # from a template of its shape (template_op)
     scripts/new_op.py causal_conv1d --like trilinear_interpolation [--executorch]
     [--class-name GeluMul] [--dry-run]
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from .. import _scalar_args
 from . import pointwise_op, template_op
 
 # Where a family's code lives, one place per concern; `{family}` is the family's name (the file stem of its
@@ -166,6 +168,14 @@ def pointwise_inputs(root: Path, op: str) -> Optional[Tuple[str, ...]]:
     if len(found) != 1:
         raise SystemExit(f"python/customops/pointwise/{op}.py: expected INPUTS = (names of the op's tensors)")
     return tuple(found[0])
+
+
+def pointwise_args(root: Path, op: str) -> Tuple[str, ...]:
+    """The scalar arguments' specs of pointwise `op` (its formulas' ARGS), none where it has none."""
+    formulas = ast.parse((root / f"python/customops/pointwise/{op}.py").read_text())
+    found = [ast.literal_eval(n.value) for n in formulas.body if isinstance(n, ast.Assign)
+             and any(isinstance(t, ast.Name) and t.id == "ARGS" for t in n.targets)]
+    return tuple(found[0]) if found else ()
 
 
 def family_of(root: Path, op: str) -> str:
@@ -304,12 +314,18 @@ def add_schemas(plan: Plan, executorch: bool, schemas: Optional[Sequence[str]] =
     plan.writes[path] = text[:close] + "\n\n" + new.rstrip("\n") + text[close:]
 
 
-def plan_pointwise(root: Path, name: str, inputs: Sequence[str], class_name: Optional[str]) -> Plan:
-    """A pointwise op of `inputs` (customops.dev.pointwise_op)."""
+def plan_pointwise(root: Path, name: str, inputs: Sequence[str], class_name: Optional[str],
+                   arg_specs: Sequence[str] = ()) -> Plan:
+    """A pointwise op of `inputs` and the scalar arguments `arg_specs` (customops.dev.pointwise_op)."""
     if not inputs or not all(re.fullmatch(r"[a-z][a-z0-9_]*", x) for x in inputs) or len(set(inputs)) < len(inputs):
         raise SystemExit(f"--inputs: the op's tensors' names, distinct lower-case identifiers, got {list(inputs)}")
+    args = [_scalar_args.parse(spec) for spec in arg_specs]
+    names = [*inputs, *(a.name for a in args)]
+    if len(set(names)) < len(names) or "args" in names:
+        raise SystemExit("--args: names distinct from each other and from the inputs' (and not 'args', the "
+                         "formulas' name for their values)")
     plan = Plan(root, None, name, None, class_name or camel(name), None)
-    for rel, text in pointwise_op.files(name, plan.class_name, inputs).items():
+    for rel, text in pointwise_op.files(name, plan.class_name, inputs, args).items():
         if (root / rel).exists():
             raise SystemExit(f"{rel} exists already")
         plan.writes[root / rel] = text
@@ -317,7 +333,7 @@ def plan_pointwise(root: Path, name: str, inputs: Sequence[str], class_name: Opt
             if f"{marker(name)}:" in line:  # what follows, up to the end of its string if it is in one
                 what = line.split(f"{marker(name)}:", 1)[1].split('"')[0].strip()
                 plan.todos.append(f"{rel}:{i}: {what}")
-    add_schemas(plan, False, pointwise_op.schemas(name, inputs))
+    add_schemas(plan, False, pointwise_op.schemas(name, inputs, args))
     return plan
 
 
@@ -347,7 +363,8 @@ def plan_template(root: Path, name: str, template: str, class_name: Optional[str
 
 
 def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str] = None, *,
-            inputs: Optional[Sequence[str]] = None, executorch: bool = False, unmarked_maths: bool = False) -> Plan:
+            inputs: Optional[Sequence[str]] = None, executorch: bool = False, unmarked_maths: bool = False,
+            args: Optional[Sequence[str]] = None) -> Plan:
     """What the scaffold writes: a pointwise op of `inputs` (or of pointwise `like`'s inputs), or a copy of `like`'s
     family, its ExecuTorch kernel with `executorch`. `unmarked_maths` copies a family whose files mark no maths (the
     copy then computes the model op's maths under the new name, and passes its tests): for checking the renaming
@@ -369,7 +386,11 @@ def plan_op(root: Path, name: str, like: Optional[str], class_name: Optional[str
     if inputs is not None or like_inputs is not None:
         if executorch:
             raise SystemExit("--executorch: a pointwise op runs in ExecuTorch by its decomposition")
-        return plan_pointwise(root, name, inputs or like_inputs, class_name)
+        return plan_pointwise(root, name, inputs or like_inputs, class_name,
+                              args if args is not None else pointwise_args(root, like) if inputs is None else ())
+    if args:
+        raise SystemExit("--args: scalar arguments of a pointwise op (--inputs, or --like a pointwise op); an op "
+                         "with kernels of its own declares its arguments in its schema")
     family = family_of(root, like)
     plan = Plan(root, like, name, family, class_name or camel(name), module_class(root, family, like))
     rename = renamer(plan)
@@ -400,6 +421,9 @@ def main(argv: Optional[List[str]] = None) -> int:
                    + "); or trilinear_interpolation, copied")
     p.add_argument("--inputs", type=lambda v: tuple(v.split(",")),
                    help="a pointwise op's tensors, comma-separated (e.g. a,b)")
+    p.add_argument("--args", type=_scalar_args.split, help="a pointwise op's scalar arguments, after its tensors, "
+                   "comma-separated: name:float|int|bool|{a,b}[>|>=|<|<=bound...][=default] (e.g. \"cap:float>0\", "
+                   "\"alpha:float=1.0\", \"n:int>=1<=8=2\", \"mode:{none,tanh}=none\")")
     p.add_argument("--executorch", action="store_true",
                    help="with the model's ExecuTorch kernel (kernels/executorch, kernels/core): for an op whose "
                    "kernel beats its decomposition in ExecuTorch")
@@ -408,7 +432,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--dry-run", action="store_true", help="list what would be written, write nothing")
     args = p.parse_args(argv)
     root = args.root.resolve() if args.root else find_root()
-    plan = plan_op(root, args.name, args.like, args.class_name, inputs=args.inputs, executorch=args.executorch)
+    plan = plan_op(root, args.name, args.like, args.class_name, inputs=args.inputs, executorch=args.executorch,
+                   args=args.args)
     for path, text in plan.writes.items():
         rel = path.relative_to(root)
         verb = "edit" if path.exists() else "new "

@@ -6,26 +6,64 @@ is its own is its maths and what follows from its inputs' names and count. Every
 inputs is written here, the same for every op of their arity (the C++ struct's signatures and `pw::Values<T, N>`
 sizes, the C++ API and its tuple, the schemas, the Python signatures, the benchmark's inputs and bytes); where the
 maths goes it writes a stub and a `TODO(<name>)`, which tests/python/test_registry.py rejects until it is replaced.
+So does everything that follows from its scalar arguments (--args, customops._scalar_args): their `kArgs` entries
+and values in the formulas' signatures, the schemas' types and defaults, the C++ API's and Python signatures, the
+nn.Module's constructor (made from `ARGS`), the benchmark's values.
 """
 
 from __future__ import annotations
 
 from typing import Dict, Sequence, Tuple
 
+from .._scalar_args import Arg
+
 
 def _todo(name: str, what: str, comment: str) -> str:
     return f"{comment} TODO({name}): {what}"
 
 
-def files(name: str, cls: str, inputs: Sequence[str]) -> Dict[str, str]:
-    """Relative path -> text of each file the op owns."""
+_CPP_TYPES = {"float": "double", "int": "int64_t", "bool": "bool", "choice": "c10::string_view"}
+
+
+def _cpp_param(a: Arg) -> str:
+    """The argument in the C++ API: ``double cap``, ``double alpha = 1.0``, ``c10::string_view mode = "none"``."""
+    text = f"{_CPP_TYPES[a.type]} {a.name}"
+    if not a.has_default:
+        return text
+    value = {"choice": f'"{a.default}"', "bool": str(a.default).lower()}.get(a.type, repr(a.default))
+    return f"{text} = {value}"
+
+
+def _cpp_value(a: Arg, k: int) -> str:
+    """The line of a formula that names argument k's value (pw::Args: doubles in kArgs' order)."""
+    if a.type == "bool":
+        return f"[[maybe_unused]] const bool {a.name} = args[{k}] != 0;"
+    if a.type == "choice":
+        options = ", ".join(f"{i}: {o}" for i, o in enumerate(a.options))
+        return f"[[maybe_unused]] const int {a.name} = static_cast<int>(args[{k}]);  // {options}"
+    return f"[[maybe_unused]] const T {a.name} = T(args[{k}]);"
+
+
+def files(name: str, cls: str, inputs: Sequence[str], args: Sequence[Arg] = ()) -> Dict[str, str]:
+    """Relative path -> text of each file the op owns; `args`: its scalar arguments, after its tensors."""
     n, xs = len(inputs), list(inputs)
     first = xs[0]
     comma = "," if n == 1 else ""  # a tuple of one
-    t_args = ", ".join(f"T {x}" for x in xs)
-    tensor_args = ", ".join(f"const at::Tensor& {x}" for x in xs)
-    py_args = ", ".join(xs)
-    py_typed = ", ".join(f"{x}: Tensor" for x in xs)
+    k = len(args)
+    names = [a.name for a in args]
+    a_param = f"const pw::Args<{k}>& args, " if k else ""
+    t_args = a_param + ", ".join(f"T {x}" for x in xs)
+    a_lines = "".join(f"    {_cpp_value(a, i)}\n" for i, a in enumerate(args))
+    tensor_args = ", ".join([*(f"const at::Tensor& {x}" for x in xs), *(_cpp_param(a) for a in args)])
+    py_args = ", ".join(xs + names)
+    py_typed = ", ".join([*(f"{x}: Tensor" for x in xs), *(a.python() for a in args)])
+    semi = f"; {', '.join(names)}" if k else ""
+    f_of = f"f({', '.join(xs)}{semi})."  # f(x; cap).
+    args_decl = "" if not k else (
+        "\n  // Its scalar arguments, after the tensors in its schemas, and their ranges (checked by every kernel); the\n"
+        "  // formulas take their values first, as doubles in this order (pw::Args: a float's or an int's value, a\n"
+        "  // bool's 0 or 1, a choice's index among its options).\n"
+        f"  static constexpr pw::Arg kArgs[] = {{{', '.join(a.cpp() for a in args)}}};")
     pairs = ", ".join(f"d2f/d{a} d{b}" for a in xs for b in xs)
     grads_type = "at::Tensor" if n == 1 else f"std::tuple<{', '.join(['at::Tensor'] * n)}>"
     unit = ", ".join("T(1)" if i == 0 else "T(0)" for i in range(n))
@@ -45,21 +83,21 @@ namespace customops {{
 // the kernels' opmath type. The tests compare them with the Python copy, python/customops/pointwise/{name}.py.
 struct {cls} : pw::Formula {{
   static constexpr const char* kName = "{name}";
-  static constexpr const char* kInputs[] = {{{", ".join(f'"{x}"' for x in xs)}}};
+  static constexpr const char* kInputs[] = {{{", ".join(f'"{x}"' for x in xs)}}};{args_decl}
 
   template <typename T>
   C10_HOST_DEVICE static T forward({t_args}) {{
-    return {first};  {_todo(name, f"f({py_args}).", "//")}
+{a_lines}    return {first};  {_todo(name, f_of, "//")}
   }}
 
   template <typename T>
   C10_HOST_DEVICE static pw::Values<T, {n}> derivatives({t_args}) {{
-    return {{{unit}}};  {_todo(name, ", ".join(f"df/d{x}" for x in xs) + ".", "//")}
+{a_lines}    return {{{unit}}};  {_todo(name, ", ".join(f"df/d{x}" for x in xs) + ".", "//")}
   }}
 
   template <typename T>
   C10_HOST_DEVICE static pw::Values<T, {n * n}> second_derivatives({t_args}) {{
-    return {{{zeros}}};  {_todo(name, pairs + " (row-major).", "//")}
+{a_lines}    return {{{zeros}}};  {_todo(name, pairs + " (row-major).", "//")}
   }}
 }};
 
@@ -102,6 +140,8 @@ inline {grads_type} {name}_backward(
     arg_docs = "\n".join(
         f"        {x}: float16, bfloat16, float32 or float64, on CPU or CUDA." if i == 0 else
         f"        {x}: ``{first}``'s shape, dtype and device (no broadcasting)." for i, x in enumerate(xs))
+    arg_docs += "".join(f"\n        {a.name}: TODO({name}): what it sets" + (f"; {a.range_text()}" if a.range_text() else "")
+                        + (f" (default {a.default!r})" if a.has_default else "") + "." for a in args)
     autocast = ("\n            Under ``torch.autocast`` inputs of several dtypes run in the widest, as ``a * b`` does."
                 if n > 1 else "")
     out[f"python/customops/functional/{name}.py"] = f'''\
@@ -138,13 +178,17 @@ def {name}({py_typed}) -> Tensor:
 
     firsts = ", ".join(f"df/d{x}" for x in xs) + comma
     second = "(" + ", ".join("(" + ", ".join(f"d2f/d{a} d{b}" for b in xs) + comma + ")" for a in xs) + comma + ")"
+    args_spec = "" if not k else (
+        "\n# Its scalar arguments, after the tensors (customops._scalar_args: name:type, range, =default); the formulas\n"
+        "# take their values after the tensors' (a choice's as its option's string).\n"
+        "ARGS = (" + ", ".join(f'"{a.spec()}"' for a in args) + ",)")
     out[f"python/customops/pointwise/{name}.py"] = f'''\
 """{name}'s formulas: its value and derivatives, for every Python path (see the package's docstring);
 kernels/{name}.h holds the kernels' copy."""
 
 from __future__ import annotations
 
-INPUTS = ({", ".join(f'"{x}"' for x in xs)}{comma})
+INPUTS = ({", ".join(f'"{x}"' for x in xs)}{comma}){args_spec}
 
 # The nn.Module (customops.modules makes it): its class name, and a paragraph for its docstring if any.
 MODULE = ("{cls}",)
@@ -187,6 +231,11 @@ OPS = [pointwise_opinfo(formulas, op=customops.{name}, module=customops.{cls},
 '''
 
     quoted = ", ".join(f'"{x}"' for x in xs)
+    values = [a.valid_values()[0] for a in args]  # the benchmark's and demo's: the defaults, or a value in range
+    bench_args = f", args={tuple(values)!r}" if k else ""
+    module_args = ", ".join(f"{a.name}={v!r}" for a, v in zip(args, values))
+    demo_reference = (f"lambda *xs: {name}_reference(*xs, {', '.join(map(repr, values))})" if k
+                      else f"{name}_reference")
     out[f"python/customops/benchmark/ops/{name}.py"] = f'''\
 """{name} against the plain-PyTorch calls it replaces, eager and compiled."""
 
@@ -212,12 +261,13 @@ def {name}_reference({py_typed.replace("Tensor", "torch.Tensor")}) -> torch.Tens
 def _{name}_cases(device: torch.device, quick: bool) -> Iterator[Case]:
     shape, dtypes, label = _pointwise.default_shape(device, quick)
     return _pointwise.cases("{name}", customops.{name}, {name}_reference, ({quoted}{comma}), device, shape, dtypes,
-                            label)
+                            label{bench_args})
 
 
 def _{name}_demo(device: torch.device) -> Demo:
     inputs = tuple(torch.randn(64, 1024, device=device) * 4 for _ in range({n}))
-    return Demo(customops.{cls}(), inputs, {name}_reference)
+    return Demo(customops.{cls}({module_args}), inputs,
+                {demo_reference})
 
 
 BENCH_OPS = [
@@ -227,9 +277,10 @@ BENCH_OPS = [
     return out
 
 
-def schemas(name: str, inputs: Sequence[str]) -> Tuple[str, str, str]:
-    """The op's, its out variant's (ExecuTorch's kernel) and its backward op's schemas (registration/schemas.cpp)."""
-    args = ", ".join(f"Tensor {x}" for x in inputs)
+def schemas(name: str, inputs: Sequence[str], scalars: Sequence[Arg] = ()) -> Tuple[str, str, str]:
+    """The op's, its out variant's (ExecuTorch's kernel) and its backward op's schemas (registration/schemas.cpp):
+    the scalar arguments after the tensors, with their defaults."""
+    args = ", ".join([*(f"Tensor {x}" for x in inputs), *(a.schema() for a in scalars)])
     grads = "Tensor" if len(inputs) == 1 else "(" + ", ".join(["Tensor"] * len(inputs)) + ")"
     return (f"{name}({args}) -> Tensor", f"{name}.out({args}, *, Tensor(a!) out) -> Tensor(a!)",
             f"{name}_backward(Tensor grad_out, {args}) -> {grads}")
