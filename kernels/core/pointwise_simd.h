@@ -18,8 +18,9 @@
 
 namespace customops::pw {
 
-// The formulas' functions on SIMD vectors (exp_u20: ATen's vectorised exp, within 20 ulp, header-only; tanh is
-// Sleef's in the AVX2 build, which only libtorch links).
+// The formulas' functions on SIMD vectors (exp_u20: ATen's vectorised exp, within 20 ulp, header-only). at::vec's
+// tanh is Sleef's in the AVX2 build, which only libtorch links: a runtime without it (ExecuTorch's kernels,
+// kernels/executorch/isa/pointwise.h) defines CUSTOMOPS_POINTWISE_NO_SLEEF and gets one made of exp_u20.
 template <typename T>
 struct Maths<at::vec::Vectorized<T>> {
   using V = at::vec::Vectorized<T>;
@@ -27,7 +28,24 @@ struct Maths<at::vec::Vectorized<T>> {
     return x.exp_u20();
   }
   static V tanh(const V& x) {
+#if defined(CUSTOMOPS_POINTWISE_NO_SLEEF)
+    // |x| >= 0.4: 1 - 2 / (exp(2|x|) + 1), at least 0.38, so the subtraction loses at most a bit (exp overflows to
+    // inf for large |x|, and the quotient to 0). |x| < 0.4: tanh's odd series to x^15, whose next term is below
+    // 1e-9 of the value there.
+    const V one(T(1)), two(T(2));
+    const V a = x.abs();
+    const V large = one - two / ((two * a).exp_u20() + one);
+    const V z = x * x;
+    V p(T(-929569.0 / 638512875.0));
+    for (const double c : {21844.0 / 6081075.0, -1382.0 / 155925.0, 62.0 / 2835.0, -17.0 / 315.0, 2.0 / 15.0,
+                           -1.0 / 3.0}) {
+      p = p * z + V(T(c));
+    }
+    const V small = x + x * z * p;
+    return V::blendv(V::blendv(large, large.neg(), x < V(T(0))), small, a < V(T(0.4)));
+#else
     return x.tanh();
+#endif
   }
   static V sigmoid(const V& x) {
     const V one(T(1));

@@ -6,6 +6,8 @@
 #include <array>
 #include <utility>
 
+// ExecuTorch's kernels link no Sleef: the formulas' tanh is made of exp_u20 (kernels/core/pointwise_simd.h).
+#define CUSTOMOPS_POINTWISE_NO_SLEEF
 #include "kernels/core/pointwise_simd.h"
 #include "kernels/executorch/isa.h"
 
