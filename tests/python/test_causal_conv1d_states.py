@@ -10,14 +10,14 @@ from torch.testing import make_tensor
 
 import customops
 from conftest import requires_cuda
-from op_db.causal_conv1d import _causal_conv1d_ref, extended_samples
+from op_db.causal_conv1d import _causal_conv1d_ref, mamba_samples
 
 pytestmark = pytest.mark.torch_dependent
 
 ops = torch.ops.customops
 TOLERANCES = {torch.float64: (1e-10, 1e-12), torch.float32: (1e-5, 1e-5), torch.float16: (1e-2, 1e-2),
               torch.bfloat16: (5e-2, 5e-2)}
-SAMPLES = list(extended_samples("cpu", torch.float64, False))
+SAMPLES = list(mamba_samples("cpu", torch.float64, False))
 DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
 
 
@@ -32,7 +32,7 @@ def _channel_last(t):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", list(TOLERANCES), ids=str)
 def test_matches_the_reference(device, dtype):
-    for sample in extended_samples(device, dtype, False):
+    for sample in mamba_samples(device, dtype, False):
         out = customops.causal_conv1d(*sample.args, **sample.kwargs)
         want = _causal_conv1d_ref(*map(_double, sample.args), **{k: _double(v) for k, v in sample.kwargs.items()})
         assert out.dtype == dtype and out.shape == want.shape and out.device == x_device(sample), sample.name
@@ -57,7 +57,7 @@ def _differentiable(sample):
     return [t for t in (x, w, b, init) if t is not None]
 
 
-@pytest.mark.parametrize("sample", [s for s in SAMPLES if not s.name.startswith("long")], ids=lambda s: s.name)
+@pytest.mark.parametrize("sample", [s for s in SAMPLES if not s.name.startswith("mamba_long")], ids=lambda s: s.name)
 def test_gradcheck(sample):
     tensors = [t.detach().requires_grad_() for t in _differentiable(sample)]
     has_bias, has_init = sample.args[2] is not None, "initial_states" in sample.kwargs
@@ -75,7 +75,7 @@ def test_gradcheck(sample):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_gradients_match_the_reference(device, dtype):
-    for sample in extended_samples(device, dtype, True):
+    for sample in mamba_samples(device, dtype, True):
         out = customops.causal_conv1d(*sample.args, **sample.kwargs)
         if out.numel() == 0:
             continue
@@ -157,7 +157,7 @@ def test_meta_and_opcheck(sample):
                                    **{k: v.to("meta") if isinstance(v, torch.Tensor) else v
                                       for k, v in kwargs.items()})
     assert meta.shape == out.shape and meta.stride() == out.stride(), sample.name
-    if sample.name.startswith("long"):
+    if sample.name.startswith("mamba_long"):
         return
     torch.library.opcheck(ops.causal_conv1d.mamba, args, kwargs,
                           test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))

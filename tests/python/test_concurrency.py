@@ -38,8 +38,8 @@ def _calls(op: OpInfo, device, dtype=torch.float32):
         calls.append((f"{sample.name}", lambda s=sample, f=fn: f(*s.args, **s.kwargs)))
         out = op.op(*sample.args, **sample.kwargs)
         grad = torch.randn(out.shape, generator=g, dtype=torch.float64).to(out)
-        args = op.backward_args(sample, grad)
-        calls.append((f"{sample.name} backward", lambda a=args: op.backward_overload(*a)))
+        backward, args, kwargs = op.backward_call(sample, grad)
+        calls.append((f"{sample.name} backward", lambda f=backward, a=args, k=kwargs: f(*a, **k)))
     return calls
 
 

@@ -25,13 +25,23 @@ from customops.deploy.pte import execute  # noqa: E402
 pytestmark = pytest.mark.torch_dependent
 
 # A compact sample of each op (a conversion takes seconds): its first sample with data (ExecuTorch's planner
-# takes no empty tensors); test_the_decompositions_compute_the_ops checks every sample.
+# takes no empty tensors), and the first of each other overload; test_the_decompositions_compute_the_ops checks
+# every sample.
 SAMPLES_PER_OP = 1
 
 
 def _samples(op: OpInfo):
     samples = [s for s in op.sample_inputs("cpu", torch.float32, False) if all(t.numel() > 0 for t in s.tensors())]
-    return samples[:SAMPLES_PER_OP]
+    others = {}
+    for s in samples:
+        if s.overload != "default":
+            others.setdefault(s.overload, s)
+    return samples[:SAMPLES_PER_OP] + list(others.values())
+
+
+def _takes_kernel(op: OpInfo, sample) -> bool:
+    # customops' ExecuTorch kernels are the default overloads' (their out variants); other overloads decompose.
+    return sample.overload == "default" and customops.executorch.uses_kernel(op.name, *sample.args, **sample.kwargs)
 
 
 def _run(program, inputs):
@@ -41,7 +51,8 @@ def _run(program, inputs):
 @pytest.mark.every_op
 def test_every_op_has_a_core_aten_decomposition():
     table = customops.executorch.decompositions(every=True)
-    assert {op.overload for op in OP_DB} <= set(table), {op.name for op in OP_DB} - {o.name() for o in table}
+    called = {op.overload_of(s) for op in OP_DB for s in op.sample_inputs("cpu", torch.float32, False)}
+    assert called <= set(table), {o.name() for o in called} - {o.name() for o in table}
 
 
 def _as_in_a_graph(op: OpInfo, kwargs: dict) -> dict:
@@ -53,11 +64,11 @@ def _as_in_a_graph(op: OpInfo, kwargs: dict) -> dict:
 
 @pytest.mark.parametrize("op", OP_DB, ids=str)
 def test_the_decompositions_compute_the_ops(op: OpInfo):
-    decomposition = customops.executorch.decompositions(every=True)[op.overload]
+    table = customops.executorch.decompositions(every=True)
     for dtype in (torch.float32, torch.float64):
         for sample in op.sample_inputs("cpu", dtype, False):
-            want = op.overload(*sample.args, **sample.kwargs)
-            got = decomposition(*sample.args, **_as_in_a_graph(op, sample.kwargs))
+            want = op.overload_of(sample)(*sample.args, **sample.kwargs)
+            got = table[op.overload_of(sample)](*sample.args, **_as_in_a_graph(op, sample.kwargs))
             rtol, atol = op.tolerances[dtype]
             torch.testing.assert_close(got, want, rtol=rtol, atol=atol, msg=lambda m: f"{sample.name} {dtype}: {m}")
 
@@ -82,7 +93,7 @@ def _lower_and_run(op: OpInfo, route: str, delegate: bool, sample, dtype=torch.f
     with torch.no_grad():
         want = module(*inputs)
     with customops.executorch.use_route(op.name, route):
-        takes_kernel = customops.executorch.uses_kernel(op.name, *sample.args, **sample.kwargs)
+        takes_kernel = _takes_kernel(op, sample)
         # Calls XNNPACK runs as a node of its own leave no customops op, whatever the route.
         takes_kernel &= not (delegate and customops.executorch.xnnpack_takes(op.name, *sample.args, **sample.kwargs))
         exported = torch.export.export(module, tuple(inputs))
@@ -121,7 +132,7 @@ def test_customops_kernels_compute_every_sample(op: OpInfo):
     for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
         with customops.executorch.use_route(op.name, "kernel"):
             samples = [s for s in op.sample_inputs("cpu", dtype, False) if all(t.numel() > 0 for t in s.tensors())
-                       and customops.executorch.uses_kernel(op.name, *s.args, **s.kwargs)]
+                       and _takes_kernel(op, s)]
         # Every kernel takes float32; the other dtypes where it takes them (not float64 for the pointwise ops).
         assert samples or dtype != torch.float32, f"no {dtype} sample takes customops' kernel"
         for sample in samples[:3 if dtype == torch.float32 else 1]:
@@ -133,7 +144,9 @@ def test_customops_kernels_compute_every_sample(op: OpInfo):
 @pytest.mark.every_op
 def test_routes_default_to_the_kernels_that_were_built():
     routes = customops.executorch.routes()
-    assert set(routes) == {op.name for op in OP_DB}
+    overloads = {f"{op.name}.{s.overload}" for op in OP_DB for s in op.sample_inputs("cpu", torch.float32, False)
+                 if s.overload != "default"}
+    assert set(routes) == {op.name for op in OP_DB} | overloads
     built = customops.executorch.kernel_library() is not None
     defaults = {op: route for f in customops.executorch.families() for op, route in getattr(f, "KERNELS", {}).items()}
     for op, route in routes.items():

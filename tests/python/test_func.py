@@ -27,11 +27,19 @@ def op_device_params():
 
 def _samples(op: OpInfo, device, limit: int = 800, count: int = 2) -> list[SampleInput]:
     """A few small float64 samples with non-empty tensors, and the unbatched one
-    (an op's unbatched form meets vmap's dimension differently)."""
+    (an op's unbatched form meets vmap's dimension differently); of another
+    overload (op_db's SampleInput.overload), one of each set of keyword
+    arguments it is given (each meets the transforms' rules differently)."""
     fits = [s for s in op.sample_inputs(device, torch.float64, False)
             if all(t.numel() > 0 and t.dim() > 0 for t in s.tensors())
             and sum(t.numel() for t in s.tensors()) <= limit]
-    picked = fits[:count] + [s for s in fits[count:] if "unbatched" in s.name]
+    default = [s for s in fits if s.overload == "default"]
+    picked = default[:count] + [s for s in default[count:] if "unbatched" in s.name]
+    forms = {}
+    for s in fits:
+        if s.overload != "default":
+            forms.setdefault((s.overload, frozenset(s.kwargs)), s)
+    picked += forms.values()
     assert picked, f"{op}: no small sample"
     return picked
 
@@ -153,24 +161,27 @@ def test_per_sample_gradients(op: OpInfo, device):
 
 @pytest.mark.parametrize("op,device", list(op_device_params()))
 def test_vmap_of_backward_op(op: OpInfo, device):
-    """vmap over the registered <op>_backward equals calling it per sample."""
-    sample = _samples(op, device, count=1)[0]
-    grads = torch.randn(BATCH, *op.op(*sample.args, **sample.kwargs).shape, dtype=torch.float64, device=device)
-    args = op.backward_args(sample, grads[0])
-    in_dims = (0,) + (None,) * (len(args) - 1)
+    """vmap over the registered <op>_backward (each overload's) equals calling it per sample."""
+    for sample in _first_of_each_overload(op, device):
+        grads = torch.randn(BATCH, *op.op(*sample.args, **sample.kwargs).shape, dtype=torch.float64, device=device)
+        overload, args, kwargs = op.backward_call(sample, grads[0])
+        in_dims = (0,) + (None,) * (len(args) - 1)
 
-    def backward(g, *rest):
-        return op.backward_overload(g, *rest)
+        def backward(g, *rest):
+            return overload(g, *rest, **kwargs)
 
-    actual = func.vmap(backward, in_dims)(grads, *args[1:])
-    for i in range(BATCH):
-        expected = backward(grads[i], *args[1:])
-        expected = expected if isinstance(expected, tuple) else (expected,)
-        actual_i = actual if isinstance(actual, tuple) else (actual,)
-        for a, e in zip(actual_i, expected):
-            assert (a is None) == (e is None), f"{sample.name}: a masked gradient differs"
-            if e is not None:
-                _close(op, a[i], e, f"{sample.name} backward sample {i}")
+        # A gradient the mask leaves out is None, unbatched.
+        probe = backward(grads[0], *args[1:])
+        out_dims = tuple(None if p is None else 0 for p in probe) if isinstance(probe, tuple) else 0
+        actual = func.vmap(backward, in_dims, out_dims=out_dims)(grads, *args[1:])
+        for i in range(BATCH):
+            expected = backward(grads[i], *args[1:])
+            expected = expected if isinstance(expected, tuple) else (expected,)
+            actual_i = actual if isinstance(actual, tuple) else (actual,)
+            for a, e in zip(actual_i, expected):
+                assert (a is None) == (e is None), f"{sample.name}: a masked gradient differs"
+                if e is not None:
+                    _close(op, a[i], e, f"{sample.name} backward sample {i}")
 
 
 @pytest.mark.parametrize("op,device", list(op_device_params()))
@@ -178,24 +189,31 @@ def test_compiled(op: OpInfo, device):
     """grad, vmap and vmap(grad) compile without graph breaks (aot_eager: the
     transforms are traced by dynamo and AOTAutograd as with inductor, which adds
     only code generation and would take most of this file's time)."""
-    sample = _samples(op, device, count=1)[0]
-    f, ref, tensors = _pair(op, sample)
-    cot = torch.randn_like(ref(*tensors))
-    argnums = _all(tensors)
-    batched = _batched(tensors)
-    torch._dynamo.reset()
-    for transform, args in ((lambda g: func.grad(_loss(g, cot), argnums), tensors),
-                            (func.vmap, batched),
-                            (lambda g: func.vmap(func.grad(_loss(g, cot), argnums)), batched)):
-        compiled = torch.compile(transform(f), backend="aot_eager", fullgraph=True)
-        _close(op, compiled(*args), transform(ref)(*args), f"{sample.name} compiled")
+    for sample in _first_of_each_overload(op, device):
+        f, ref, tensors = _pair(op, sample)
+        cot = torch.randn_like(ref(*tensors))
+        argnums = _all(tensors)
+        batched = _batched(tensors)
+        torch._dynamo.reset()
+        for transform, args in ((lambda g: func.grad(_loss(g, cot), argnums), tensors),
+                                (func.vmap, batched),
+                                (lambda g: func.vmap(func.grad(_loss(g, cot), argnums)), batched)):
+            compiled = torch.compile(transform(f), backend="aot_eager", fullgraph=True)
+            _close(op, compiled(*args), transform(ref)(*args), f"{sample.name} compiled")
+
+
+def _first_of_each_overload(op: OpInfo, device) -> list[SampleInput]:
+    first = {}
+    for s in _samples(op, device, count=1):
+        first.setdefault(s.overload, s)
+    return list(first.values())
 
 
 @pytest.mark.parametrize("op", OP_DB, ids=str)
 def test_functionalize(op: OpInfo):
-    sample = _samples(op, "cpu", count=1)[0]
-    f, ref, tensors = _pair(op, sample)
-    _close(op, func.functionalize(f)(*tensors), ref(*tensors), sample.name)
+    for sample in _first_of_each_overload(op, "cpu"):
+        f, ref, tensors = _pair(op, sample)
+        _close(op, func.functionalize(f)(*tensors), ref(*tensors), sample.name)
 
 
 @pytest.mark.parametrize("op", OP_DB, ids=str)

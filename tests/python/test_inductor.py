@@ -49,17 +49,19 @@ def test_decompositions_compute_what_the_kernels_compute(op: OpInfo, device):
     table = _family(op).DECOMPOSITIONS
     for dtype in op.dtypes[device]:
         for sample in op.sample_inputs(device, dtype, False):
-            out = op.overload(*sample.args, **sample.kwargs)
+            # Keyed as customops.inductor's tables are: "op", "op.overload", "op_backward", "op_backward.overload".
+            suffix = "" if sample.overload == "default" else f".{sample.overload}"
+            out = op.overload_of(sample)(*sample.args, **sample.kwargs)
             # NotImplemented: the decomposition declines the call, and the traced graph keeps the op.
-            got = table[op.name](*sample.args, **sample.kwargs)
+            got = table[op.name + suffix](*sample.args, **sample.kwargs)
             if got is not NotImplemented:
                 _assert_same(got, out, op, dtype, f"{sample.name} {dtype}")
-            backward = table.get(op.name + "_backward")
+            backward = table.get(f"{op.name}_backward{suffix}")
             if backward is not None and out.numel() > 0:
-                args = op.backward_args(sample, torch.randn_like(out))
-                got = backward(*args)
+                overload, args, kwargs = op.backward_call(sample, torch.randn_like(out))
+                got = backward(*args, **kwargs)
                 if got is not NotImplemented:
-                    _assert_same(got, op.backward_overload(*args), op, dtype, f"{sample.name} {dtype} (backward)")
+                    _assert_same(got, overload(*args, **kwargs), op, dtype, f"{sample.name} {dtype} (backward)")
 
 
 def _compiled_code(op: OpInfo, sample) -> tuple[list[str], torch.Tensor, list[torch.Tensor]]:

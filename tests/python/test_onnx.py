@@ -105,7 +105,8 @@ def assert_matches(got, want: torch.Tensor, what: str, tol: float = ATOL) -> Non
 def test_every_op_has_expectations_and_a_translation():
     assert all(callable(op.onnx_nodes) for op in OP_DB)
     table = customops.onnx.translation_table()
-    assert set(table) == {op.overload for op in OP_DB}
+    # Each overload the op table calls (op_db's SampleInput.overload), its .default among them.
+    assert set(table) == {op.overload_of(s) for op in OP_DB for s in op.sample_inputs("cpu", torch.float32, False)}
 
 
 # --- every sample of every op -------------------------------------------------------------------------------

@@ -77,7 +77,8 @@ def _ready(converter: str) -> None:
 def _representable(op: OpInfo, sample, converter: str) -> bool:
     """What a TF-Lite model can hold (tflite.unsupported says why the rest cannot)."""
     tensors = [a for a in sample.args if isinstance(a, torch.Tensor)]
-    if any(t.numel() == 0 for t in tensors):
+    inputs = tensors + [v for v in sample.kwargs.values() if isinstance(v, torch.Tensor)]
+    if any(t.numel() == 0 for t in inputs):
         return False
     if not op.converts_to_tflite:
         return False

@@ -155,6 +155,12 @@ def xnnpack_takes(op: str, *args, **kwargs) -> bool:
     return entry is not None and bool(entry.takes(*args, **kwargs))
 
 
+def _overload(name: str) -> torch._ops.OpOverload:
+    # A decomposition's key: "op" (the default overload) or "op.overload" (one without customops' kernel here).
+    packet, _, which = name.partition(".")
+    return getattr(getattr(torch.ops.customops, packet), which or "default")
+
+
 def _unless_kernel(when: Callable, fn: Callable) -> Callable:
     # NotImplemented from a decomposition leaves the call as it is (torch's tracer): it becomes the out variant.
     def decomposition(*args, **kwargs):
@@ -173,9 +179,9 @@ def decompositions(every: bool = False) -> Dict[torch._ops.OpOverload, Callable]
         when = getattr(family, "KERNEL_WHEN", {})
         for name, fn in family.DECOMPOSITIONS.items():
             if every or chosen.get(name) == "decomposition":
-                table[getattr(torch.ops.customops, name).default] = fn
+                table[_overload(name)] = fn
             elif name in when:  # on the kernel route, decided per call
-                table[getattr(torch.ops.customops, name).default] = _unless_kernel(when[name], fn)
+                table[_overload(name)] = _unless_kernel(when[name], fn)
     return table
 
 

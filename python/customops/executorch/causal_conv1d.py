@@ -5,5 +5,7 @@ from __future__ import annotations
 
 from ..inductor import causal_conv1d as _inductor
 
-DECOMPOSITIONS = {"causal_conv1d": _inductor.DECOMPOSITIONS["causal_conv1d"]}
+# Mamba's training-call arguments (causal_conv1d.mamba) have no ExecuTorch kernel: always decomposed.
+DECOMPOSITIONS = {"causal_conv1d": _inductor.DECOMPOSITIONS["causal_conv1d"],
+                  "causal_conv1d.mamba": _inductor.DECOMPOSITIONS["causal_conv1d.mamba"]}
 KERNELS = {"causal_conv1d": "kernel"}

@@ -34,21 +34,26 @@ _LIBRARY = torch.library.Library("customops", "IMPL", _KEY)
 
 
 def register(name: str, function: type[torch.autograd.Function]) -> None:
-    """Routes customops::<name> to ``function`` while a torch.func transform is active."""
-    op = getattr(ops, name).default
-    defaults = [a.default_value for a in op._schema.arguments]
+    """Routes customops::<name> (``op`` or ``op.overload``) to ``function`` while a torch.func transform is
+    active."""
+    packet, _, overload = name.partition(".")
+    op = getattr(getattr(ops, packet), overload or "default")
+    schema = op._schema.arguments
+    keyword = [a.name for a in schema if a.kwarg_only]
 
-    def kernel(*args):
-        # The dispatcher drops trailing arguments that equal their defaults;
-        # the Functions take every argument positionally.
-        args = (*args, *defaults[len(args):])
+    def kernel(*args, **kwargs):
+        # The dispatcher drops trailing arguments that equal their defaults and passes keyword-only ones by
+        # name; the Functions take every argument positionally, in schema order.
+        args = (*args, *(kwargs.get(a.name, a.default_value) for a in schema[len(args):]))
         interpreter = retrieve_current_functorch_interpreter()
         if interpreter.key() == TransformType.Functionalize:
             # functorch has no functionalize rule for autograd.Function; the ops are
             # functional, so the next level down can run them as they are.
             api = FunctorchFunctionalizeAPI(interpreter)
+            unwrapped = api.unwrap_tensors(args)
             with api.redispatch_to_next():
-                out = op(*api.unwrap_tensors(args))
+                out = op(*unwrapped[:len(schema) - len(keyword)],
+                         **dict(zip(keyword, unwrapped[len(schema) - len(keyword):])))
             return api.wrap_tensors(out)
         return function.apply(*args)
 

@@ -110,8 +110,144 @@ class CausalConv1dBackward(torch.autograd.Function):
         return out, tuple(None if t is None else 0 for t in out)
 
 
+# The training call with Mamba's arguments (causal_conv1d.mamba): seq_idx and initial_states follow x's batch;
+# seq_idx masks taps, which are otherwise the plain op's, so the tangent of the pre-activation is still the op on the
+# tangents (those of x and initial_states, then those of weight and bias); a SiLU multiplies it by its derivative.
+
+
+def _mamba(x, weight, bias, activation, seq_idx, initial_states):
+    return ops.causal_conv1d.mamba(x, weight, bias, activation=activation, seq_idx=seq_idx,
+                                   initial_states=initial_states)
+
+
+def _mamba_backward(g, x, weight, bias, mask, activation, seq_idx, initial_states):
+    return ops.causal_conv1d_backward.mamba(g, x, weight, bias, mask, activation=activation, seq_idx=seq_idx,
+                                            initial_states=initial_states)
+
+
+def _each_sample(fn, n, in_dims, *args):
+    """vmap by calling fn on each sample of the vmapped dimension and stacking: for what no rule folds."""
+    results = [fn(*(a if d is None or a is None else a.select(d, i) for a, d in zip(args, in_dims)))
+               for i in range(n)]
+    if isinstance(results[0], torch.Tensor):
+        return torch.stack(results), 0
+    out = tuple(None if r is None else torch.stack([res[k] for res in results]) for k, r in enumerate(results[0]))
+    return out, tuple(None if t is None else 0 for t in out)
+
+
+def _joined_batch(t, bdim, n):
+    """(n, B, ...) -> (n*B, ...): the vmapped dimension joined to the batch, an unbatched t repeated."""
+    return None if t is None else batch_first(t, bdim, n).flatten(0, 1)
+
+
+class CausalConv1dMamba(torch.autograd.Function):
+    @staticmethod
+    def forward(x, weight, bias, activation, seq_idx, initial_states):
+        with below_autograd():
+            return _mamba(x, weight, bias, activation, seq_idx, initial_states)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, weight, bias, activation, seq_idx, initial_states = inputs
+        ctx.activation, ctx.has_bias, ctx.has_init = activation, bias is not None, initial_states is not None
+        ctx.save_for_backward(x, weight, bias, seq_idx, initial_states)
+        ctx.save_for_forward(x, weight, bias, seq_idx, initial_states)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, weight, bias, seq_idx, init = ctx.saved_tensors
+        need = ctx.needs_input_grad
+        mask = [need[0], need[1], need[2] and ctx.has_bias, need[5] and ctx.has_init]
+        gx, gw, gb, gi = _mamba_backward(grad, x, weight, bias, mask, ctx.activation, seq_idx, init)
+        return gx, gw, gb, None, None, gi
+
+    @staticmethod
+    def jvp(ctx, tx, tw, tb, _, __, ti):
+        x, weight, bias, seq_idx, init = ctx.saved_tensors
+        tangent = None
+        if tx is not None or ti is not None:
+            tx = torch.zeros_like(x) if tx is None else tx
+            ti = torch.zeros_like(init) if ti is None and init is not None else ti
+            tangent = _mamba(tx, weight, None, None, seq_idx, ti)
+        if tw is not None or tb is not None:
+            tw = torch.zeros_like(weight) if tw is None else tw
+            term = _mamba(x, tw, tb, None, seq_idx, init)
+            tangent = term if tangent is None else tangent + term
+        if tangent is None:
+            return None
+        if ctx.activation is not None:
+            pre = _mamba(x, weight, bias, None, seq_idx, init)
+            s = torch.sigmoid(pre)
+            tangent = tangent * (s * (1 + pre * (1 - s)))
+        return tangent
+
+    @staticmethod
+    def vmap(info, in_dims, x, weight, bias, activation, seq_idx, initial_states):
+        n = info.batch_size
+        dx, dw, db, _, ds, di = in_dims
+        x = _rank_checked(batch_first(x, dx, n), weight, bias)
+        if dw is None and db is None:
+            out = _mamba(x.flatten(0, 1), weight, bias, activation, _joined_batch(seq_idx, ds, n),
+                         _joined_batch(initial_states, di, n))
+            return out.unflatten(0, (n, -1)), 0
+        if ds is None:
+            # Per-sample filters: each sample's channels with their own filters, side by side in one call.
+            weight, bias = batch_first(weight, dw, n), batch_first(bias, db, n)
+            init = None if initial_states is None else _to_channels(batch_first(initial_states, di, n))
+            out = _mamba(_to_channels(x), weight.flatten(0, 1), None if bias is None else bias.flatten(),
+                         activation, seq_idx, init)
+            return _from_channels(out, n), 0
+        return _each_sample(_mamba, n, (0, dw, db, None, ds, di), x, weight, bias, activation, seq_idx,
+                            initial_states)
+
+
+class CausalConv1dMambaBackward(torch.autograd.Function):
+    # (g, x, weight, bias, mask) -> (gx, gw, gb, g_initial_states), None where mask says so. Differentiable
+    # once, as the C++ kernels (registration/causal_conv1d.cpp).
+
+    @staticmethod
+    def forward(g, x, weight, bias, mask, activation, seq_idx, initial_states):
+        with below_autograd():
+            return _mamba_backward(g, x, weight, bias, mask, activation, seq_idx, initial_states)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.set_materialize_grads(False)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError("customops::causal_conv1d: with activation, seq_idx or initial_states it is "
+                           "differentiable once (its backward has no derivative); without them, twice")
+
+    @staticmethod
+    def vmap(info, in_dims, g, x, weight, bias, mask, activation, seq_idx, initial_states):
+        n = info.batch_size
+        dg, dx, dw, db, _, _, ds, di = in_dims
+        g, x = batch_first(g, dg, n), _rank_checked(batch_first(x, dx, n), weight)
+        if dw is None and db is None and not mask[1] and not mask[2]:
+            # Only the gradients of x and initial_states, per sequence: the vmapped batch joins B.
+            gx, _, _, gi = _mamba_backward(g.flatten(0, 1), x.flatten(0, 1), weight, bias, mask, activation,
+                                           _joined_batch(seq_idx, ds, n), _joined_batch(initial_states, di, n))
+            out = (None if gx is None else gx.unflatten(0, (n, -1)), None, None,
+                   None if gi is None else gi.unflatten(0, (n, -1)))
+            return out, tuple(None if t is None else 0 for t in out)
+        if ds is None:
+            weight, bias = batch_first(weight, dw, n), batch_first(bias, db, n)
+            init = None if initial_states is None else _to_channels(batch_first(initial_states, di, n))
+            gx, gw, gb, gi = _mamba_backward(_to_channels(g), _to_channels(x), weight.flatten(0, 1),
+                                             None if bias is None else bias.flatten(), mask, activation, seq_idx,
+                                             init)
+            out = (None if gx is None else _from_channels(gx, n), None if gw is None else gw.unflatten(0, (n, -1)),
+                   None if gb is None else gb.unflatten(0, (n, -1)), None if gi is None else _from_channels(gi, n))
+            return out, tuple(None if t is None else 0 for t in out)
+        return _each_sample(_mamba_backward, n, (0, 0, dw, db, None, None, ds, di), g, x, weight, bias, mask,
+                            activation, seq_idx, initial_states)
+
+
 register("causal_conv1d", CausalConv1d)
 register("causal_conv1d_backward", CausalConv1dBackward)
+register("causal_conv1d.mamba", CausalConv1dMamba)
+register("causal_conv1d_backward.mamba", CausalConv1dMambaBackward)
 
 
 # This family's rows of the torch.func table in docs/guide/func.md, which the docs build reads from here
@@ -121,5 +257,12 @@ DOC_ROWS = [
         "`causal_conv1d`, `_backward`",
         "folded into B; per-sample filters (and weight gradients) as channels",
         "linear in each argument: the op on the tangents; backward op: bilinear, backward ops of the tangents",
+    ),
+    (
+        "`causal_conv1d.mamba`, `_backward.mamba`",
+        "folded into B with seq_idx and initial_states; per-sample filters as channels; per-sample seq_idx: "
+        "sample by sample",
+        "the op on the tangents (x's with initial_states', then the filters'), times SiLU's derivative; "
+        "differentiable once",
     ),
 ]

@@ -38,9 +38,15 @@ def families():
     return [_FAMILIES[name] for name in sorted(_FAMILIES, key=lambda n: short_name(_FAMILIES[n]))]
 
 
+def overload(name: str) -> torch._ops.OpOverload:
+    """torch.ops.customops.<op>.<overload> for a decomposition's key: "op" (the default overload) or
+    "op.overload"."""
+    packet, _, which = name.partition(".")
+    return getattr(getattr(torch.ops.customops, packet), which or "default")
+
+
 def _table(name: str) -> Dict[torch._ops.OpOverload, Callable]:
-    ops = torch.ops.customops
-    return {getattr(ops, overload).default: fn for overload, fn in _FAMILIES[name].DECOMPOSITIONS.items()}
+    return {overload(key): fn for key, fn in _FAMILIES[name].DECOMPOSITIONS.items()}
 
 
 def _sync(module=None) -> None:

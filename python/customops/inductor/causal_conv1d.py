@@ -46,7 +46,38 @@ def causal_conv1d_backward(grad_out: torch.Tensor, x: torch.Tensor, weight: torc
     return gx, gw, gb
 
 
-DECOMPOSITIONS = {"causal_conv1d": causal_conv1d, "causal_conv1d_backward": causal_conv1d_backward}
+def causal_conv1d_mamba(x: torch.Tensor, weight: torch.Tensor, bias=None, activation=None, seq_idx=None,
+                        initial_states=None) -> torch.Tensor:
+    """The training call with Mamba's arguments: initial_states (or K-1 zeros) before the steps, then ATen's
+    depthwise convolution; over packed sequences, tap by tap (summed in float32 for the half types, as the
+    kernels do), each tap masked where the step it reads has another seq_idx; the SiLU after. The result has x's
+    layout (channel-last or contiguous), as the kernels give it."""
+    width = weight.shape[1]
+    if initial_states is not None:
+        steps = aten.cat([initial_states, x], 2)
+    else:
+        steps = aten.constant_pad_nd(x, [width - 1, 0])
+    if _empty(x):
+        y = x.new_zeros(x.shape)
+    elif seq_idx is None:
+        y = aten.convolution(steps.unsqueeze(2), weight[:, None, None, :], bias, [1, 1], [0, 0], [1, 1], False,
+                             [0, 0], x.shape[1]).squeeze(2)
+        y = y if activation is None else aten.silu(y)
+    else:
+        n, wide = x.shape[2], torch.promote_types(x.dtype, torch.float32)
+        ids = aten.constant_pad_nd(seq_idx, [width - 1, 0], -1)
+        w = weight.to(wide)
+        y = sum(w[:, k, None] * steps[:, :, k:k + n].to(wide) * (ids[:, None, k:k + n] == seq_idx[:, None, :])
+                for k in range(width))
+        if bias is not None:
+            y = y + bias[:, None].to(wide)
+        y = (y if activation is None else aten.silu(y)).to(x.dtype)
+    channel_last = x.stride(1) == 1 and x.stride(2) != 1
+    return y.transpose(1, 2).contiguous().transpose(1, 2) if channel_last else y.contiguous()
+
+
+DECOMPOSITIONS = {"causal_conv1d": causal_conv1d, "causal_conv1d_backward": causal_conv1d_backward,
+                  "causal_conv1d.mamba": causal_conv1d_mamba}
 
 
 # This family's rows of the table in docs/design/compile.md, which the docs build reads from here (MyST

@@ -51,7 +51,8 @@ def families():
     from .. import inductor
 
     made = [sys.modules.get(f"{__name__}.{short_name(f)}")
-            or synthesized(__name__, f, DECOMPOSITIONS={f.OP: f.DECOMPOSITIONS[f.OP]})
+            or synthesized(__name__, f, DECOMPOSITIONS={k: d for k, d in f.DECOMPOSITIONS.items()
+                                                        if k.partition(".")[0] == f.OP})  # forward overloads
             for f in inductor.families() if short_name(f) not in names]
     return sorted(own + made, key=short_name)
 
@@ -74,9 +75,11 @@ def _register(litert_torch=None) -> None:
         require_supported_torch()
         from litert_torch import fx_infra
 
+        from .. import inductor
+
         for family in families():
             for name, decomposition in family.DECOMPOSITIONS.items():
-                op = getattr(torch.ops.customops, name).default
+                op = inductor.overload(name)
                 # Forced: litert-torch then calls it for every node of the op, whatever torch's own tables say.
                 fx_infra.decomp.add_pre_convert_decomp(op, fx_infra.annotate_force_decomp(_own(decomposition)))
             if hasattr(family, "register"):

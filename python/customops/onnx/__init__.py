@@ -41,7 +41,7 @@ def _load():
 
 
 def translation_table() -> dict:
-    """``{torch.ops.customops.<op>.default: translation}`` for every forward op,
+    """``{torch.ops.customops.<op>.<overload>: translation}`` for every forward op's overloads,
     for ``torch.onnx.export(..., dynamo=True, custom_translation_table=...)``
     (not needed for a plain export, which finds them by itself)."""
     return _load().translation_table()

@@ -40,8 +40,14 @@ def traced() -> dict[str, onnxscript.values.TracedOnnxFunction]:
     return table
 
 
+def overload(name: str):
+    """torch.ops.customops.<op>.<overload> for "op" (the default overload) or "op.overload"."""
+    packet, _, overload = name.partition(".")
+    return getattr(getattr(torch.ops.customops, packet), overload or "default")
+
+
 def translation_table() -> dict:
-    return {getattr(torch.ops.customops, name).default: function for name, function in traced().items()}
+    return {overload(name): function for name, function in traced().items()}
 
 
 def qualified_name(name: str) -> str:

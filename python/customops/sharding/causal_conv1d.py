@@ -35,9 +35,42 @@ def _backward(mesh_size, g, x, weight, mask):
             grads(Shard(1), Shard(0), Shard(0)) + [Shard(1), Shard(1), Shard(0)], grads(P, P, P) + [P, R, R]]
 
 
+# Mamba's training call (causal_conv1d.mamba): seq_idx (B, L) and initial_states (B, C, K-1) go with x's batch;
+# on channels, seq_idx is whole on every rank and initial_states sharded with x. Linear (Partial) only without an
+# activation: in x and initial_states together, or in the weight.
+
+
+def _mamba_forward(mesh_size, x, weight, bias=None, activation=None, seq_idx=None, initial_states=None):
+    def rule(out, x_, w_, b_, s_, i_):
+        return ([out, x_, w_] + ([b_] if bias is not None else []) + ([s_] if seq_idx is not None else [])
+                + ([i_] if initial_states is not None else []))
+
+    rules = [rule(R, R, R, R, R, R), rule(Shard(0), Shard(0), R, R, Shard(0), Shard(0)),
+             rule(Shard(1), Shard(1), Shard(0), Shard(0), R, Shard(1))]
+    if bias is None and activation is None:
+        rules += [rule(P, P, R, None, R, P), rule(P, R, P, None, R, R)]
+    return rules
+
+
+def _mamba_backward(mesh_size, g, x, weight, bias, mask, activation=None, seq_idx=None, initial_states=None):
+    def rule(gx, gw, gb, gi, g_, x_, w_, b_, s_, i_):
+        outs = [p if wanted else None for p, wanted in zip((gx, gw, gb, gi), mask)]
+        return (outs + [g_, x_, w_] + ([b_] if bias is not None else []) + ([s_] if seq_idx is not None else [])
+                + ([i_] if initial_states is not None else []))
+
+    rules = [rule(R, R, R, R, R, R, R, R, R, R),
+             rule(Shard(0), P, P, Shard(0), Shard(0), Shard(0), R, R, Shard(0), Shard(0)),
+             rule(Shard(1), Shard(0), Shard(0), Shard(1), Shard(1), Shard(1), Shard(0), Shard(0), R, Shard(1))]
+    if activation is None:  # then linear in grad_out
+        rules.append(rule(P, P, P, P, P, R, R, R, R, R))
+    return rules
+
+
 def register_all() -> None:
     register(ops.causal_conv1d.default, _forward)
     register(ops.causal_conv1d_backward.default, _backward)
+    register(ops.causal_conv1d.mamba, _mamba_forward)
+    register(ops.causal_conv1d_backward.mamba, _mamba_backward)
 
 
 # This family's rows of the sharding table in docs/guide/distributed.md, which the docs build reads from here
@@ -47,5 +80,10 @@ DOC_ROWS = [
         "`causal_conv1d` (and backward)",
         "batch `Shard(0)` with replicated filters (weight and bias gradients `Partial`); channels: x `Shard(1)` "
         "with weight and bias `Shard(0)`; `Partial` x or weight without bias",
+    ),
+    (
+        "`causal_conv1d.mamba` (and backward)",
+        "as above, with `seq_idx` and `initial_states` sharded with x on the batch; on channels `seq_idx` "
+        "replicated and `initial_states` `Shard(1)`; `Partial` only without an activation",
     ),
 ]

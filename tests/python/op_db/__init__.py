@@ -16,6 +16,13 @@ test_onnx.py, distributed_checks.py, ...) then runs over it. Each OpInfo gives:
   it with,
 - ``backward_args(sample, grad)``: the arguments of customops::<name>_backward
   for a forward sample and a gradient of its output,
+- a sample of another overload than ``.default`` (``SampleInput.overload``, e.g.
+  causal_conv1d's ``"mamba"``) goes through every generic path as the others do
+  (``op`` takes its arguments; ``overload_of(sample)`` and
+  ``backward_call(sample, grad)`` are what the tests call); the op then gives
+  ``overload_backward_args(sample, grad)``: ``(args, kwargs)`` of
+  ``<name>_backward.<overload>``. ``SampleInput.skips`` names the paths that cannot
+  run a sample (``{"gradgrad": why}``); the tests leave it out of those only,
 - dtypes per device and tolerances per dtype; ``supports_gradgrad``: whether
   gradients of gradients are checked,
 - ``autocast``: what torch.autocast does to the op, as to its PyTorch
@@ -87,6 +94,8 @@ For distributed_checks.py (test_distributed.py):
 - ``sharding_cases(rnd)``: DTensor cases of the op and its backward op, as
   (name, overload, args, one placement per tensor argument, the outputs'
   expected placements); ``rnd(*shape)`` gives float64 tensors of random values.
+  For an overload with keyword-only tensors the "overload" is a function that
+  takes them positionally after the others and calls it.
 """
 
 from __future__ import annotations

@@ -26,6 +26,11 @@ class SampleInput:
     args: tuple
     kwargs: dict = field(default_factory=dict)
     name: str = ""
+    # The overload of customops::<op> (and of <op>_backward) the sample calls: OpInfo.overload_of.
+    overload: str = "default"
+    # Paths that cannot run this sample (a test's name for its path -> why), e.g. "gradgrad" for a form
+    # differentiable once: those tests leave the sample out, the reason in the table.
+    skips: dict = field(default_factory=dict)
 
     def tensors(self) -> list[torch.Tensor]:
         return [a for a in self.args if isinstance(a, torch.Tensor)]
@@ -75,6 +80,9 @@ class OpInfo:
     converts_to_tflite: bool = True
     takes_image: bool = False
     atomic_backward_decomposition: bool = False
+    # For samples of an overload other than .default: the (args, kwargs) of <name>_backward.<overload> for the
+    # sample and a gradient of its output.
+    overload_backward_args: Optional[Callable[[SampleInput, torch.Tensor], tuple[tuple, dict]]] = None
 
     @property
     def overload(self) -> Any:
@@ -83,6 +91,17 @@ class OpInfo:
     @property
     def backward_overload(self) -> Any:
         return getattr(torch.ops.customops, self.name + "_backward").default
+
+    def overload_of(self, sample: SampleInput) -> Any:
+        """The overload the sample calls (torch.ops.customops.<name>.<sample.overload>)."""
+        return getattr(getattr(torch.ops.customops, self.name), sample.overload)
+
+    def backward_call(self, sample: SampleInput, grad: torch.Tensor) -> tuple[Any, tuple, dict]:
+        """(the backward overload, its args, its kwargs) for the sample and a gradient of its output."""
+        if sample.overload == "default":
+            return self.backward_overload, tuple(self.backward_args(sample, grad)), {}
+        args, kwargs = self.overload_backward_args(sample, grad)
+        return getattr(getattr(torch.ops.customops, self.name + "_backward"), sample.overload), args, kwargs
 
     def __str__(self) -> str:  # pytest ids
         return self.name

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from hypothesis import strategies as st
 from torch.testing import make_tensor
 
@@ -60,14 +61,19 @@ def _causal_conv1d_samples(device, dtype, requires_grad):
     yield SampleInput((t((2, 10, 6)).transpose(1, 2), t((6, 4)), t((6,))), name="transposed_BLC")
     yield SampleInput((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,), noncontiguous=True)),
                       name="noncontiguous")
+    yield from mamba_samples(device, dtype, requires_grad)
 
 
-def extended_samples(device, dtype, requires_grad):
-    """Samples of the training call's keyword arguments (activation, seq_idx, initial_states), which run through
-    customops::causal_conv1d.mamba. The generic table-driven tests take `sample_inputs` only: the torch.func,
-    DTensor, ONNX, Inductor-decomposition, ExecuTorch and out-variant paths have no rule for the keyword arguments
-    yet, and this form is differentiable once (the generic gradgrad check would fail by design).
-    tests/python/test_causal_conv1d_states.py runs these against _causal_conv1d_ref, on CPU and CUDA."""
+# What the generic paths cannot do with the training call's keyword arguments, and why.
+MAMBA_SKIPS = {
+    "gradgrad": "differentiable once, as causal-conv1d's: with a fused SiLU the backward is not bilinear",
+}
+
+
+def mamba_samples(device, dtype, requires_grad):
+    """The training call's keyword arguments (activation, seq_idx, initial_states), through
+    customops::causal_conv1d.mamba; named mamba_*. seq_idx and initial_states are keyword arguments: the generic
+    tests hold them fixed (tests/python/test_causal_conv1d_states.py checks the gradient of initial_states)."""
 
     def t(shape, **kw):
         return make_tensor(shape, device=device, dtype=dtype, low=-2, high=2, requires_grad=requires_grad, **kw)
@@ -76,28 +82,37 @@ def extended_samples(device, dtype, requires_grad):
         # One row of packed sequences of these lengths: indices 0, 1, ... (Mamba's varlen form).
         return torch.cat([torch.full((n,), i, dtype=torch.int32) for i, n in enumerate(lengths)]).to(device)
 
-    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"activation": "silu"}, "silu")
-    yield SampleInput((t((2, 3, 9)), t((3, 4)), None), {"activation": "swish"}, "swish_no_bias")
-    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3))}, "initial_states")
-    yield SampleInput((t((2, 3, 2)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3)), "activation": "silu"},
-                      "initial_states_shorter_than_filter")
-    yield SampleInput((t((2, 3, 6)), t((3, 1)), t((3,))), {"initial_states": t((2, 3, 0))}, "initial_states_K1")
+    def sample(args, kwargs, name):
+        return SampleInput(args, kwargs, f"mamba_{name}", overload="mamba", skips=MAMBA_SKIPS)
+
+    yield sample((t((2, 3, 9)), t((3, 4)), t((3,))), {"activation": "silu"}, "silu")
+    yield sample((t((2, 3, 9)), t((3, 4)), None), {"activation": "swish"}, "swish_no_bias")
+    yield sample((t((2, 3, 9)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3))}, "initial_states")
+    yield sample((t((2, 3, 2)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3)), "activation": "silu"},
+                 "initial_states_shorter_than_filter")
+    yield sample((t((2, 3, 6)), t((3, 1)), t((3,))), {"initial_states": t((2, 3, 0))}, "initial_states_K1")
     rows = torch.stack([seq(3, 1, 5), seq(9)])
-    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"seq_idx": rows}, "seq_idx")
-    yield SampleInput((t((2, 3, 9)), t((3, 4)), t((3,))), {"seq_idx": rows, "activation": "silu"}, "seq_idx_silu")
+    yield sample((t((2, 3, 9)), t((3, 4)), t((3,))), {"seq_idx": rows}, "seq_idx")
+    yield sample((t((2, 3, 9)), t((3, 4)), t((3,))), {"seq_idx": rows, "activation": "silu"}, "seq_idx_silu")
     # Mamba's layout: (B, L, C) activations viewed as (B, C, L), read in place; the result keeps the layout.
-    yield SampleInput((t((2, 10, 6)).transpose(1, 2), t((6, 4)), t((6,))),
-                      {"activation": "silu", "initial_states": t((2, 3, 6)).transpose(1, 2)}, "channel_last")
-    yield SampleInput((t((2, 10, 6)).transpose(1, 2), t((6, 3)), None),
-                      {"seq_idx": torch.stack([seq(4, 6), seq(2, 2, 6)]), "activation": "silu"},
-                      "channel_last_seq_idx")
-    yield SampleInput((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,))),
-                      {"activation": "silu", "initial_states": t((2, 3, 3), noncontiguous=True)}, "noncontiguous")
-    yield SampleInput((t((0, 3, 6)), t((3, 4)), t((3,))), {"activation": "silu"}, "batch0")
-    yield SampleInput((t((2, 3, 0)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3))}, "length0")
-    yield SampleInput((t((2, 0, 5)), t((0, 4)), None), {"activation": "silu"}, "channels0")
-    yield SampleInput((t((1, 2, 300)), t((2, 8)), t((2,))),
-                      {"seq_idx": seq(100, 57, 143)[None], "activation": "silu"}, "long_K8")
+    yield sample((t((2, 10, 6)).transpose(1, 2), t((6, 4)), t((6,))),
+                 {"activation": "silu", "initial_states": t((2, 3, 6)).transpose(1, 2)}, "channel_last")
+    yield sample((t((2, 10, 6)).transpose(1, 2), t((6, 3)), None),
+                 {"seq_idx": torch.stack([seq(4, 6), seq(2, 2, 6)]), "activation": "silu"}, "channel_last_seq_idx")
+    yield sample((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,))),
+                 {"activation": "silu", "initial_states": t((2, 3, 3), noncontiguous=True)}, "noncontiguous")
+    yield sample((t((0, 3, 6)), t((3, 4)), t((3,))), {"activation": "silu"}, "batch0")
+    yield sample((t((2, 3, 0)), t((3, 4)), t((3,))), {"initial_states": t((2, 3, 3))}, "length0")
+    yield sample((t((2, 0, 5)), t((0, 4)), None), {"activation": "silu"}, "channels0")
+    yield sample((t((1, 2, 300)), t((2, 8)), t((2,))), {"seq_idx": seq(100, 57, 143)[None], "activation": "silu"},
+                 "long_K8")
+
+
+def _mamba_backward_args(sample, grad):
+    x, w, b = sample.args
+    init = sample.kwargs.get("initial_states")
+    mask = [True, True, b is not None, init is not None]
+    return (grad, x, w, b, mask), dict(sample.kwargs)
 
 
 def _causal_conv1d_autocast_samples(device, low, requires_grad):
@@ -180,22 +195,85 @@ def _causal_conv1d_sharding(rnd):
     yield ("causal_conv1d_backward channels", backward, bwd, [Shard(1), Shard(1), Shard(0)],
            [Shard(1), Shard(0), Shard(0)])
     yield "causal_conv1d_backward partial", backward, bwd, [P, R, R], [P, P, P]
+    # Mamba's arguments, keyword-only: each case's callable takes them positionally, after x, weight and bias.
+    seq = torch.tensor([[0] * 4 + [1] * 6, [0] * 10, [0, 0, 1, 1, 1, 2, 2, 2, 2, 2], [0] * 3 + [1] * 7],
+                       dtype=torch.int32)
+    init = rnd(4, 6, 3)
+
+    def mamba(activation=None, **names):
+        return lambda x_, w_, b_, *rest: ops.causal_conv1d.mamba(x_, w_, b_, activation=activation,
+                                                                 **dict(zip(names, rest)))
+
+    yield "causal_conv1d.mamba batch", mamba("silu", seq_idx=1), (x, w, b, seq), [Shard(0), R, R, Shard(0)], [Shard(0)]
+    yield ("causal_conv1d.mamba channels", mamba("silu", initial_states=1), (x, w, b, init),
+           [Shard(1), Shard(0), Shard(0), Shard(1)], [Shard(1)])
+    yield ("causal_conv1d.mamba channels seq_idx", mamba("silu", seq_idx=1), (x, w, b, seq),
+           [Shard(1), Shard(0), Shard(0), R], [Shard(1)])
+    yield "causal_conv1d.mamba partial", mamba(initial_states=1), (x, w, None, init), [P, R, P], [P]
+
+    def mamba_backward(mask, activation=None, **names):
+        return lambda g_, x_, w_, b_, *rest: ops.causal_conv1d_backward.mamba(
+            g_, x_, w_, b_, mask, activation=activation, **dict(zip(names, rest)))
+
+    g = rnd(4, 6, 10)
+    yield ("causal_conv1d_backward.mamba batch", mamba_backward([True, True, True, False], "silu", seq_idx=1),
+           (g, x, w, b, seq), [Shard(0), Shard(0), R, R, Shard(0)], [Shard(0), P, P])
+    yield ("causal_conv1d_backward.mamba channels", mamba_backward([True] * 4, "silu", initial_states=1),
+           (g, x, w, b, init), [Shard(1), Shard(1), Shard(0), Shard(0), Shard(1)],
+           [Shard(1), Shard(0), Shard(0), Shard(1)])
+    yield ("causal_conv1d_backward.mamba partial", mamba_backward([True, True, False, True], initial_states=1),
+           (g, x, w, None, init), [P, R, R, R], [P, P, P])
 
 
 def _causal_conv1d_onnx_nodes(sample):
     (b, c, n), width = sample.args[0].shape, sample.args[1].shape[1]
     if c == 0 or n == 0:
         return [("Identity", {})]  # an empty result: no Conv
-    return [("Conv", {"group": c, "kernel_shape": [1, width], "pads": [0, width - 1, 0, 0]})]
+    silu = [("Sigmoid", {})] if sample.kwargs.get("activation") else []
+    if "seq_idx" in sample.kwargs:
+        return [("Equal", {}), ("Slice", {})] + silu  # tap by tap, masked: no Conv can mask per step
+    before = 0 if "initial_states" in sample.kwargs and width > 1 else width - 1
+    conv = [("Conv", {"group": c, "kernel_shape": [1, width], "pads": [0, before, 0, 0]})]
+    return conv + ([("Concat", {})] if before == 0 and width > 1 else []) + silu
+
+
+class _WithSeqIdx(nn.Module):
+    """A CausalConv1d's filter over packed sequences: forward(x, seq_idx)."""
+
+    def __init__(self, conv: customops.CausalConv1d) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x: torch.Tensor, seq_idx: torch.Tensor) -> torch.Tensor:
+        return torch.ops.customops.causal_conv1d.mamba(x, self.conv.weight, self.conv.bias,
+                                                       activation=self.conv.activation, seq_idx=seq_idx)
+
+
+class _WithInitialStates(nn.Module):
+    """A CausalConv1d's filter continuing a chunk: forward(x, initial_states)."""
+
+    def __init__(self, conv: customops.CausalConv1d) -> None:
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x: torch.Tensor, initial_states: torch.Tensor) -> torch.Tensor:
+        return torch.ops.customops.causal_conv1d.mamba(x, self.conv.weight, self.conv.bias,
+                                                       activation=self.conv.activation,
+                                                       initial_states=initial_states)
 
 
 def _causal_conv1d_module(sample):
     x, w, b = sample.args
-    m = customops.CausalConv1d(w.shape[0], w.shape[1], bias=b is not None, device=x.device, dtype=x.dtype)
+    m = customops.CausalConv1d(w.shape[0], w.shape[1], bias=b is not None, device=x.device, dtype=x.dtype,
+                               activation=sample.kwargs.get("activation"))
     with torch.no_grad():
         m.weight.copy_(w)
         if b is not None:
             m.bias.copy_(b)
+    if "seq_idx" in sample.kwargs:
+        return _WithSeqIdx(m), (x.detach(), sample.kwargs["seq_idx"])
+    if "initial_states" in sample.kwargs:
+        return _WithInitialStates(m), (x.detach(), sample.kwargs["initial_states"].detach())
     return m, (x.detach(),)
 
 
@@ -208,6 +286,7 @@ CAUSAL_CONV1D = OpInfo(
     error_inputs=_causal_conv1d_errors,
     module=_causal_conv1d_module,
     backward_args=lambda sample, grad: (grad, *sample.args[:2], [True, True, sample.args[2] is not None]),
+    overload_backward_args=_mamba_backward_args,
     # The weight and bias gradients sum up to thousands of products (the long samples): float32's rounding of such
     # sums, in another order than the reference's, is about 1e-5 of their size.
     tolerances={torch.float64: (1e-10, 1e-12), torch.float32: (1e-4, 1e-4), torch.float16: (1e-2, 1e-2),
