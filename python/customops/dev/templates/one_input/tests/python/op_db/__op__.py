@@ -33,6 +33,12 @@ def _dynamic_samples(device, dtype):
     raise NotImplementedError("TODO(__op__): the dynamic-shape samples")
 
 
+def _autocast_samples(device, low, requires_grad):
+    # The inputs as torch.autocast gives them to the op (under AMP: activations in the low dtype `low` from a
+    # Linear, parameters in float32), besides the float32 samples.
+    raise NotImplementedError("TODO(__op__): the autocast samples")
+
+
 def _errors(device):
     x = torch.randn(4, 6, device=device)  # TODO(__op__): a valid x
     yield ErrorInput(SampleInput((x.long(),)), r"expected x to be a floating-point tensor")
@@ -74,6 +80,7 @@ __OP__ = OpInfo(
     error_inputs=_errors,
     module=lambda sample: (customops.__Op__(), sample.args),
     backward_args=lambda sample, grad: (grad, *sample.args),
+    autocast_samples=_autocast_samples,  # the policy: autocast="input_dtype", as registration/__op__.cpp's
     cases=_cases,
     property_cost="TODO(__op__): the examples' cost relative to the cheapest op's, a number",
     fuzz_call=_fuzz_call,
