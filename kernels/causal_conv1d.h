@@ -180,6 +180,76 @@ inline at::Tensor empty_like_layout(const at::Tensor& x) {
 
 using StateGrads = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
+// The decoding step (causal_conv1d.update, Mamba's causal_conv1d_update): x (B, C) or (B, C, L), conv_state
+// (B_cache, C, S) with S >= K-1, updated in place; cache_seqlens (B,) int32 makes the state a circular buffer;
+// conv_state_indices (B,) int32 picks each row's state (B_cache = B without them), a negative one a padding row.
+constexpr const char* kUpdate = "causal_conv1d.update";
+
+struct Update {
+  bool silu = false;
+  at::Tensor cache_seqlens, conv_state_indices;  // undefined where not given
+};
+
+inline void check_index(const char* arg, const std::optional<at::Tensor>& t, const at::Tensor& x) {
+  if (!given(t)) return;
+  TORCH_CHECK(t->scalar_type() == at::kInt, "customops::", kUpdate, ": expected ", arg, " of dtype int32, got ",
+              t->scalar_type());
+  TORCH_CHECK(t->dim() == 1 && checks::holds(t->sym_size(0) == x.sym_size(0)), "customops::", kUpdate,
+              ": expected ", arg, " of shape (B,) with B = x.size(0) = ", x.sym_size(0), ", got ", t->sym_sizes());
+  checks::same_device(kUpdate, arg, *t, "x", x);
+}
+
+inline Update check_update(const at::Tensor& x, const at::Tensor& conv_state, const at::Tensor& weight,
+                           const std::optional<at::Tensor>& bias, const std::optional<c10::string_view>& activation,
+                           const std::optional<at::Tensor>& cache_seqlens,
+                           const std::optional<at::Tensor>& conv_state_indices) {
+  const char* op = kUpdate;
+  checks::defined(op, "x", x);
+  checks::defined(op, "conv_state", conv_state);
+  checks::defined(op, "weight", weight);
+  checks::floating(op, "x", x);
+  TORCH_CHECK(x.dim() == 2 || x.dim() == 3, "customops::", op, ": expected x of shape (B, C) or (B, C, L), got ",
+              x.sym_sizes());
+  // The weight and bias checks of the training call, on x as (B, C, L).
+  check(op, x.dim() == 2 ? x.unsqueeze(-1) : x, weight, bias);
+  checks::floating(op, "conv_state", conv_state);
+  TORCH_CHECK(conv_state.dim() == 3 && checks::holds(conv_state.sym_size(1) == x.sym_size(1)) &&
+                  checks::holds(conv_state.sym_size(2) >= weight.sym_size(1) - 1),
+              "customops::", op, ": expected conv_state of shape (B_cache, C, S) with C = x.size(1) = ",
+              x.sym_size(1), " and S >= K-1 = ", weight.sym_size(1) - 1, ", got ", conv_state.sym_sizes());
+  TORCH_CHECK(given(conv_state_indices) || checks::holds(conv_state.sym_size(0) == x.sym_size(0)), "customops::",
+              op, ": expected conv_state of batch size B = x.size(0) = ", x.sym_size(0),
+              " (or conv_state_indices to pick its rows), got ", conv_state.sym_sizes());
+  checks::same_dtype(op, "conv_state", conv_state, "x", x);
+  checks::same_device(op, "conv_state", conv_state, "x", x);
+  checks::dense_fits(op, "conv_state", conv_state);
+  Update u;
+  if (activation.has_value()) {
+    TORCH_CHECK(*activation == "silu" || *activation == "swish", "customops::", op,
+                ": expected activation None, \"silu\" or \"swish\", got \"", std::string(*activation), "\"");
+    u.silu = true;
+  }
+  check_index("cache_seqlens", cache_seqlens, x);
+  check_index("conv_state_indices", conv_state_indices, x);
+  if (given(cache_seqlens)) {
+    TORCH_CHECK(checks::holds(conv_state.sym_size(2) >= 1), "customops::", op,
+                ": expected a conv_state of at least one step (S >= 1) with cache_seqlens, got ",
+                conv_state.sym_sizes());
+    u.cache_seqlens = *cache_seqlens;
+  }
+  if (given(conv_state_indices)) u.conv_state_indices = *conv_state_indices;
+  return u;
+}
+
+// conv_state_indices on the host, each checked against the cache's rows (negative: a padding row).
+inline void check_state_indices(const at::Tensor& indices, int64_t rows) {
+  const int32_t* p = indices.const_data_ptr<int32_t>();
+  for (int64_t b = 0; b < indices.numel(); ++b) {
+    TORCH_CHECK(p[b] < rows, "customops::", kUpdate, ": conv_state_indices[", b, "] = ", p[b],
+                " is out of range for a conv_state of ", rows, " rows");
+  }
+}
+
 } // namespace causal_conv1d_impl
 
 namespace cpu {
@@ -196,7 +266,12 @@ CUSTOMOPS_CPU_DECLARE(
         const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight,
         const std::optional<at::Tensor>& bias, std::array<bool, 4> output_mask,
         std::optional<c10::string_view> activation, const std::optional<at::Tensor>& seq_idx,
-        const std::optional<at::Tensor>& initial_states);)
+        const std::optional<at::Tensor>& initial_states);
+    at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                    const std::optional<at::Tensor>& bias,
+                                    std::optional<c10::string_view> activation,
+                                    const std::optional<at::Tensor>& cache_seqlens,
+                                    const std::optional<at::Tensor>& conv_state_indices);)
 } // namespace cpu
 
 namespace cuda {
@@ -210,6 +285,10 @@ causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
     const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 4> output_mask, std::optional<c10::string_view> activation,
     const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states);
+at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, std::optional<c10::string_view> activation,
+                                const std::optional<at::Tensor>& cache_seqlens,
+                                const std::optional<at::Tensor>& conv_state_indices);
 } // namespace cuda
 
 namespace meta {
@@ -223,6 +302,10 @@ causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
     const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
     std::array<bool, 4> output_mask, std::optional<c10::string_view> activation,
     const std::optional<at::Tensor>& seq_idx, const std::optional<at::Tensor>& initial_states);
+at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, std::optional<c10::string_view> activation,
+                                const std::optional<at::Tensor>& cache_seqlens,
+                                const std::optional<at::Tensor>& conv_state_indices);
 } // namespace meta
 
 } // namespace customops

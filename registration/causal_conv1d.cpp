@@ -244,16 +244,78 @@ at::Tensor causal_conv1d_autocast(const at::Tensor& x, const at::Tensor& weight,
   return detail::causal_conv1d_op().call(lp.cast(x), lp.cast(weight), lp.cast(bias));
 }
 
+// The decoding step is inference only: no backward, so a call that autograd would have to record is refused
+// rather than returning a result cut off from the graph. Its in-place update of conv_state bumps the state's
+// version, as an in-place ATen op does (a tensor saved for a backward then fails loudly when it is used).
+at::Tensor causal_conv1d_update_autograd(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                         const std::optional<at::Tensor>& bias,
+                                         std::optional<c10::string_view> activation,
+                                         const std::optional<at::Tensor>& cache_seqlens,
+                                         const std::optional<at::Tensor>& conv_state_indices) {
+  const char* op = causal_conv1d_impl::kUpdate;
+  checks::defined(op, "x", x);
+  checks::defined(op, "conv_state", conv_state);
+  checks::defined(op, "weight", weight);
+  if (at::GradMode::is_enabled()) {
+    const std::pair<const char*, bool> args[] = {
+        {"x", x.requires_grad()},
+        {"conv_state", conv_state.requires_grad()},
+        {"weight", weight.requires_grad()},
+        {"bias", causal_conv1d_impl::given(bias) && bias->requires_grad()}};
+    for (const auto& [name, requires_grad] : args) {
+      TORCH_CHECK(!requires_grad, "customops::", op, ": the decoding step is inference only and has no gradient, "
+                  "but ", name, " requires grad; call it under torch.no_grad() or torch.inference_mode() (train "
+                  "with causal_conv1d, the training call)");
+    }
+  }
+  at::Tensor out;
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    out = detail::causal_conv1d_update_op().call(x, conv_state, weight, bias, activation, cache_seqlens,
+                                                 conv_state_indices);
+  }
+  torch::autograd::impl::bump_version(conv_state);
+  return out;
+}
+
+// Autocast: as the training call, the convolution runs in a lower precision, but in conv_state's dtype, which
+// the step updates in place and so cannot cast (a state made by a prefill under autocast has the autocast dtype).
+template <c10::DeviceType device>
+at::Tensor causal_conv1d_update_autocast(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                         const std::optional<at::Tensor>& bias,
+                                         std::optional<c10::string_view> activation,
+                                         const std::optional<at::Tensor>& cache_seqlens,
+                                         const std::optional<at::Tensor>& conv_state_indices) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(at::autocast::get_autocast_dispatch_key_from_device_type(device));
+  checks::defined(causal_conv1d_impl::kUpdate, "conv_state", conv_state);
+  const auto dtype = conv_state.scalar_type();
+  const auto cast = [&](const auto& t) { return at::autocast::cached_cast(dtype, t, device); };
+  return detail::causal_conv1d_update_op().call(cast(x), conv_state, cast(weight), cast(bias), activation,
+                                                cache_seqlens, conv_state_indices);
+}
+
 template <c10::DeviceType device>
 void register_autocast(torch::Library& m) {
   m.impl("causal_conv1d", &causal_conv1d_autocast<device>);
   m.impl("causal_conv1d.mamba", &causal_conv1d_mamba_autocast<device>);
+  m.impl("causal_conv1d.update", &causal_conv1d_update_autocast<device>);
   autocast::keep_input_dtype(m, {"causal_conv1d_backward", "causal_conv1d_backward.mamba"});
 }
 
 at::Tensor& causal_conv1d_out(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
                               at::Tensor& out) {
   return out_variant::into("causal_conv1d.out", detail::causal_conv1d_op().call(x, weight, bias), out);
+}
+
+at::Tensor& causal_conv1d_update_out(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                     const std::optional<at::Tensor>& bias,
+                                     std::optional<c10::string_view> activation,
+                                     const std::optional<at::Tensor>& cache_seqlens,
+                                     const std::optional<at::Tensor>& conv_state_indices, at::Tensor& out) {
+  return out_variant::into("causal_conv1d.update_out",
+                           detail::causal_conv1d_update_op().call(x, conv_state, weight, bias, activation,
+                                                                  cache_seqlens, conv_state_indices),
+                           out);
 }
 
 } // namespace
@@ -264,6 +326,7 @@ TORCH_LIBRARY_IMPL(customops, CPU, m) {
   m.impl("causal_conv1d_backward", CUSTOMOPS_CPU_KERNEL(causal_conv1d_backward));
   m.impl("causal_conv1d.mamba", CUSTOMOPS_CPU_KERNEL(causal_conv1d_mamba));
   m.impl("causal_conv1d_backward.mamba", CUSTOMOPS_CPU_KERNEL(causal_conv1d_mamba_backward));
+  m.impl("causal_conv1d.update", CUSTOMOPS_CPU_KERNEL(causal_conv1d_update));
 }
 
 #if defined(CUSTOMOPS_WITH_CUDA)
@@ -272,11 +335,13 @@ TORCH_LIBRARY_IMPL(customops, CUDA, m) {
   m.impl("causal_conv1d_backward", &customops::cuda::causal_conv1d_backward);
   m.impl("causal_conv1d.mamba", &customops::cuda::causal_conv1d_mamba);
   m.impl("causal_conv1d_backward.mamba", &customops::cuda::causal_conv1d_mamba_backward);
+  m.impl("causal_conv1d.update", &customops::cuda::causal_conv1d_update);
 }
 #endif
 
 TORCH_LIBRARY_IMPL(customops, CompositeExplicitAutograd, m) {
   m.impl("causal_conv1d.out", TORCH_FN(customops::causal_conv1d_out));
+  m.impl("causal_conv1d.update_out", TORCH_FN(customops::causal_conv1d_update_out));
 }
 
 TORCH_LIBRARY_IMPL(customops, Meta, m) {
@@ -284,6 +349,7 @@ TORCH_LIBRARY_IMPL(customops, Meta, m) {
   m.impl("causal_conv1d_backward", &customops::meta::causal_conv1d_backward);
   m.impl("causal_conv1d.mamba", &customops::meta::causal_conv1d_mamba);
   m.impl("causal_conv1d_backward.mamba", &customops::meta::causal_conv1d_mamba_backward);
+  m.impl("causal_conv1d.update", &customops::meta::causal_conv1d_update);
 }
 
 TORCH_LIBRARY_IMPL(customops, Autograd, m) {
@@ -291,6 +357,7 @@ TORCH_LIBRARY_IMPL(customops, Autograd, m) {
   m.impl("causal_conv1d_backward", &customops::causal_conv1d_backward_autograd);
   m.impl("causal_conv1d.mamba", &customops::causal_conv1d_mamba_autograd);
   m.impl("causal_conv1d_backward.mamba", &customops::causal_conv1d_mamba_backward_autograd);
+  m.impl("causal_conv1d.update", &customops::causal_conv1d_update_autograd);
 }
 
 CUSTOMOPS_AUTOCAST_IMPL(customops::register_autocast)

@@ -78,6 +78,15 @@ TORCH_LIBRARY(customops, m) {
   m.def("causal_conv1d_backward.mamba(Tensor grad_out, Tensor x, Tensor weight, Tensor? bias, bool[4] output_mask, "
         "*, str? activation=None, Tensor? seq_idx=None, Tensor? initial_states=None) "
         "-> (Tensor, Tensor, Tensor, Tensor)", pt2);
+  // The decoding step (Mamba's causal_conv1d_update): x (B, C) or (B, C, L) new steps after those held in
+  // conv_state (B_cache, C, S >= K-1), which it updates in place (the last S steps, or written into a circular
+  // buffer at cache_seqlens (B,) int32); conv_state_indices (B,) int32 picks each row's state, -1 a padding row
+  // (zeros out, state untouched). Inference only: no backward. Its out variant is what ExecuTorch's programs call.
+  m.def("causal_conv1d.update(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias=None, *, "
+        "str? activation=None, Tensor? cache_seqlens=None, Tensor? conv_state_indices=None) -> Tensor", pt2);
+  m.def("causal_conv1d.update_out(Tensor x, Tensor(a!) conv_state, Tensor weight, Tensor? bias=None, *, "
+        "str? activation=None, Tensor? cache_seqlens=None, Tensor? conv_state_indices=None, Tensor(b!) out) "
+        "-> Tensor(b!)");
 
   m.def("gelu_tanh_mul(Tensor a, Tensor b) -> Tensor", pt2);
   m.def("gelu_tanh_mul.out(Tensor a, Tensor b, *, Tensor(a!) out) -> Tensor(a!)");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace customops::causal_conv1d_impl {
@@ -42,6 +43,38 @@ void filter_rows(const scalar_t* in, const scalar_t* weight, const scalar_t* bia
     std::copy(in + r * L, in + (r + 1) * L, row + (kReverse ? 0 : K - 1));
     filter_row(row, taps, K, L, bias ? static_cast<opmath_t>(bias[c]) : opmath_t(0), acc);
     for (int64_t t = 0; t < L; ++t) out[r * L + t] = static_cast<scalar_t>(acc[t]);
+  }
+}
+
+// The decoding step (causal_conv1d.update) on one (b, c) row: L new steps x[t * xs] after the steps held in
+// the row's state (S values, state[i * ss]), which then holds the last S steps. Without a circular buffer the
+// state is those steps in order, oldest first: it shifts left by L and x fills its end. With one (`circular`,
+// start = the steps seen so far, cache_seqlens), step n lives at state[n mod S]: the K-1 steps before x are read
+// from there and x is written after them, in order (the last one wins where L > S). out[t * os] = act(bias +
+// sum_k taps[k] * (the K-1 steps before, then x)[t + k]); `window` is scratch of K-1+L values.
+template <typename scalar_t, typename opmath_t>
+void update_row(const scalar_t* x, int64_t xs, scalar_t* state, int64_t ss, int64_t S, const scalar_t* taps,
+                opmath_t bias, bool silu, int64_t L, int64_t K, bool circular, int64_t start, scalar_t* out,
+                int64_t os, opmath_t* window) {
+  const auto wrap = [S](int64_t n) { return ((n % S) + S) % S; };  // as torch.remainder, for any sign
+  for (int64_t j = 0; j < K - 1; ++j) {
+    const int64_t i = !circular ? S - (K - 1) + j : wrap(start - (K - 1) + j);
+    window[j] = static_cast<opmath_t>(state[i * ss]);
+  }
+  for (int64_t t = 0; t < L; ++t) window[K - 1 + t] = static_cast<opmath_t>(x[t * xs]);
+  for (int64_t t = 0; t < L; ++t) {
+    opmath_t acc = bias;
+    for (int64_t k = 0; k < K; ++k) acc += static_cast<opmath_t>(taps[k]) * window[t + k];
+    if (silu) acc = acc / (opmath_t(1) + std::exp(-acc));
+    out[t * os] = static_cast<scalar_t>(acc);
+  }
+  if (circular) {
+    for (int64_t t = 0; t < L; ++t) state[wrap(start + t) * ss] = x[t * xs];
+  } else if (L >= S) {
+    for (int64_t i = 0; i < S; ++i) state[i * ss] = x[(L - S + i) * xs];
+  } else {
+    for (int64_t i = 0; i + L < S; ++i) state[i * ss] = state[(i + L) * ss];
+    for (int64_t t = 0; t < L; ++t) state[(S - L + t) * ss] = x[t * xs];
   }
 }
 

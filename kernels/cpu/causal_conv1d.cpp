@@ -260,4 +260,51 @@ causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
   return {gx, gw, gb, gi};
 }
 
+at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, std::optional<c10::string_view> activation,
+                                const std::optional<at::Tensor>& cache_seqlens,
+                                const std::optional<at::Tensor>& conv_state_indices) {
+  const auto u = causal_conv1d_impl::check_update(x, conv_state, weight, bias, activation, cache_seqlens,
+                                                  conv_state_indices);
+  // x, out and the state as (B, C, L) and (B_cache, C, S), read and written through their strides.
+  const at::Tensor x3 = x.dim() == 2 ? x.unsqueeze(-1) : x;
+  at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+  const at::Tensor out3 = x.dim() == 2 ? out.unsqueeze(-1) : out;
+  const int64_t B = x3.size(0), C = x3.size(1), L = x3.size(2), K = weight.size(1), S = conv_state.size(2);
+  if (out.numel() == 0) return out;
+  const at::Tensor w = weight.contiguous();
+  const at::Tensor bs = causal_conv1d_impl::given(bias) ? bias->contiguous() : at::Tensor();
+  const at::Tensor seqlens = u.cache_seqlens.defined() ? u.cache_seqlens.contiguous() : at::Tensor();
+  const at::Tensor indices = u.conv_state_indices.defined() ? u.conv_state_indices.contiguous() : at::Tensor();
+  if (indices.defined()) causal_conv1d_impl::check_state_indices(indices, conv_state.size(0));
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "causal_conv1d_update_cpu", [&] {
+    using opmath_t = at::opmath_type<scalar_t>;
+    const scalar_t* xp = x3.const_data_ptr<scalar_t>();
+    scalar_t* sp = conv_state.data_ptr<scalar_t>();
+    scalar_t* op = out3.data_ptr<scalar_t>();
+    const scalar_t* wp = w.const_data_ptr<scalar_t>();
+    const scalar_t* bp = bs.defined() ? bs.const_data_ptr<scalar_t>() : nullptr;
+    const int32_t* lens = seqlens.defined() ? seqlens.const_data_ptr<int32_t>() : nullptr;
+    const int32_t* idx = indices.defined() ? indices.const_data_ptr<int32_t>() : nullptr;
+    at::parallel_for(0, B * C, grain(L * K + S), [&](int64_t begin, int64_t end) {
+      std::vector<opmath_t> window(K - 1 + L);
+      for (int64_t r = begin; r < end; ++r) {
+        const int64_t b = r / C, c = r % C;
+        scalar_t* orow = op + b * out3.stride(0) + c * out3.stride(1);
+        const int64_t row = idx ? idx[b] : b;
+        if (row < 0) {  // a padding row: zeros out, no state to touch
+          for (int64_t t = 0; t < L; ++t) orow[t * out3.stride(2)] = scalar_t(0);
+          continue;
+        }
+        causal_conv1d_impl::update_row(xp + b * x3.stride(0) + c * x3.stride(1), x3.stride(2),
+                                       sp + row * conv_state.stride(0) + c * conv_state.stride(1),
+                                       conv_state.stride(2), S, wp + c * K,
+                                       bp ? static_cast<opmath_t>(bp[c]) : opmath_t(0), u.silu, L, K,
+                                       lens != nullptr, lens ? int64_t(lens[b]) : 0, orow, out3.stride(2), window.data());
+      }
+    });
+  });
+  return out;
+}
+
 } // namespace customops::cpu::CPU_CAPABILITY

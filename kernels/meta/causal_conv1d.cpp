@@ -48,4 +48,13 @@ causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
   return {gx, gw, gb, gi};
 }
 
+// A contiguous result of x's shape; the state's update has no shape to tell.
+at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                const std::optional<at::Tensor>& bias, std::optional<c10::string_view> activation,
+                                const std::optional<at::Tensor>& cache_seqlens,
+                                const std::optional<at::Tensor>& conv_state_indices) {
+  causal_conv1d_impl::check_update(x, conv_state, weight, bias, activation, cache_seqlens, conv_state_indices);
+  return at::empty_symint(x.sym_sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
+}
+
 } // namespace customops::meta

@@ -38,6 +38,19 @@ inline const c10::TypedOperatorHandle<CausalConv1dMambaSignature>& causal_conv1d
   return op;
 }
 
+// causal_conv1d.update: x, conv_state (updated in place), weight, bias, activation, cache_seqlens,
+// conv_state_indices.
+using CausalConv1dUpdateSignature = at::Tensor(const at::Tensor&, at::Tensor&, const at::Tensor&,
+                                               const std::optional<at::Tensor>&, std::optional<c10::string_view>,
+                                               const std::optional<at::Tensor>&, const std::optional<at::Tensor>&);
+
+inline const c10::TypedOperatorHandle<CausalConv1dUpdateSignature>& causal_conv1d_update_op() {
+  static const auto op = c10::Dispatcher::singleton()
+                             .findSchemaOrThrow("customops::causal_conv1d", "update")
+                             .typed<CausalConv1dUpdateSignature>();
+  return op;
+}
+
 inline const c10::TypedOperatorHandle<CausalConv1dBackwardSignature>& causal_conv1d_backward_op() {
   static const auto op = find_op<CausalConv1dBackwardSignature>("customops::causal_conv1d_backward");
   return op;
@@ -84,6 +97,27 @@ inline at::Tensor causal_conv1d_final_states(const at::Tensor& x, const at::Tens
                                 ? *initial_states
                                 : at::zeros({x.size(0), x.size(1), weight.size(1) - 1}, x.options());
   return at::cat({before, x}, -1).slice(-1, x.size(2));
+}
+
+// The arguments of Mamba's causal_conv1d_update beyond x, conv_state, weight and bias.
+struct CausalConv1dUpdateOptions {
+  std::optional<std::string> activation;        // std::nullopt, "silu" or "swish"
+  std::optional<at::Tensor> cache_seqlens;      // (B,) int32: conv_state is a circular buffer, x written at
+                                                // cache_seqlens mod S
+  std::optional<at::Tensor> conv_state_indices;  // (B,) int32: row b's state is conv_state[indices[b]]; -1 pads
+};
+
+// The decoding step (customops::causal_conv1d.update): x (B, C), one new step per row, or (B, C, L), several,
+// after the steps held in conv_state (B_cache, C, S) with S >= K-1, which it updates in place to hold the last S
+// steps. Returns x's shape: each new step's output, as the training call gives it at that position. Inference
+// only: it refuses inputs that require grad while grad mode is on.
+inline at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
+                                       const std::optional<at::Tensor>& bias = std::nullopt,
+                                       const CausalConv1dUpdateOptions& options = {}) {
+  std::optional<c10::string_view> activation;
+  if (options.activation.has_value()) activation = c10::string_view(*options.activation);
+  return detail::causal_conv1d_update_op().call(x, conv_state, weight, bias, activation, options.cache_seqlens,
+                                                options.conv_state_indices);
 }
 
 // Gradients (d x, d weight, d bias) for the upstream gradient grad_out (B, C, L);

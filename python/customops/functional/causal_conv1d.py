@@ -9,7 +9,7 @@ from torch import Tensor
 
 from ._common import _overview
 
-__all__ = ["causal_conv1d"]
+__all__ = ["causal_conv1d", "causal_conv1d_update"]
 
 
 @_overview("Mamba's short convolution: `(B, C, L)` with a `(C, K)` filter per channel, each step from itself and "
@@ -96,3 +96,59 @@ def _final_states(x: Tensor, weight: Tensor, initial_states: Optional[Tensor]) -
     width = weight.shape[-1]
     before = initial_states if initial_states is not None else x.new_zeros(x.shape[0], x.shape[1], width - 1)
     return torch.cat([before, x], dim=-1)[..., x.shape[-1]:]
+
+
+def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *,
+                         activation: Optional[str] = None, cache_seqlens: Optional[Tensor] = None,
+                         conv_state_indices: Optional[Tensor] = None) -> Tensor:
+    r"""The decoding step of :func:`causal_conv1d`, with the arguments of Mamba's ``causal_conv1d_update``: the
+    outputs of the new steps ``x`` after those held in ``conv_state``, which it updates **in place**.
+
+    For each row ``b`` (with ``s = conv_state[b]``, or ``conv_state[conv_state_indices[b]]``) and ``x`` of ``L``
+    steps, the output is that of :func:`causal_conv1d` at those steps of the whole sequence: ``y[b, c, t] =
+    act(bias[c] + sum_k weight[c, k] * z[c, t + k])`` over ``z``, the last ``K - 1`` steps held in ``s`` then
+    ``x[b]``. ``s`` then holds the last ``S`` steps of ``s`` followed by ``x[b]``. Prefill with
+    ``causal_conv1d(..., return_final_states=True)``, whose final states are a ``conv_state`` of ``S = K - 1``
+    steps, then decode token by token (or several tokens a call, as speculative decoding verifies drafts).
+
+    Inference only: it has no gradient, and refuses inputs that require grad while grad mode is on (call it under
+    ``torch.no_grad()`` or ``torch.inference_mode()``). In-place on ``conv_state`` as the schema declares
+    (``Tensor(a!)``): ``torch.compile`` and ``torch.export`` functionalise it (an exported module's state buffer
+    shows as a buffer mutation), and ExecuTorch's programs update the buffer in place.
+
+    Args:
+        x: ``(B, C)``, one new step per row, or ``(B, C, L)``, several; float16, bfloat16, float32 or float64, on
+            CPU or CUDA, of any strides.
+        conv_state: ``(B, C, S)`` with ``S >= K - 1`` (``(B_cache, C, S)`` with ``conv_state_indices``), of
+            ``x``'s dtype and device; updated in place. Without ``cache_seqlens`` it holds the last ``S`` steps
+            in order, oldest first.
+        weight: ``(C, K)`` with ``1 <= K <= 8``, or ``(C, 1, K)`` as ``nn.Conv1d`` holds it.
+        bias: ``(C,)`` or None.
+        activation: None, ``"silu"`` or ``"swish"`` (the same).
+        cache_seqlens: ``(B,)`` int32 or None: ``conv_state`` is a circular buffer, step ``n`` of row ``b`` at
+            ``n mod S``; ``cache_seqlens[b]`` is the number of steps seen before ``x``: the ``K - 1`` steps before
+            it are read from there, and ``x`` is written at ``cache_seqlens[b] mod S`` on (the caller advances
+            ``cache_seqlens`` by ``L``).
+        conv_state_indices: ``(B,)`` int32 or None: row ``b`` uses ``conv_state[conv_state_indices[b]]`` of a
+            larger cache (continuous batching); a negative index marks a padding row, whose outputs are zeros
+            and whose state is left alone. Rows must not share a state.
+
+    Returns:
+        ``x``'s shape and dtype, contiguous, computed in float32 for half types. Under ``torch.autocast`` the
+        step runs in ``conv_state``'s dtype (the state cannot be cast: it is updated in place).
+
+    Example::
+
+        >>> import torch, customops
+        >>> w = torch.tensor([[0.5, 1.0]])
+        >>> y, state = customops.causal_conv1d(torch.tensor([[[1.0, 2.0, 3.0]]]), w, return_final_states=True)
+        >>> customops.causal_conv1d_update(torch.tensor([[4.0]]), state, w)  # the 4th step of the whole sequence
+        tensor([[5.5000]])
+        >>> state
+        tensor([[[4.]]])
+    """
+    if isinstance(weight, Tensor) and weight.dim() == 3 and weight.size(1) == 1:
+        weight = weight.squeeze(1)
+    return torch.ops.customops.causal_conv1d.update(x, conv_state, weight, bias, activation=activation,
+                                                    cache_seqlens=cache_seqlens,
+                                                    conv_state_indices=conv_state_indices)

@@ -1,0 +1,352 @@
+"""causal_conv1d.update, the decoding step: against a float64 reference written from its definition, for every
+combination of its arguments, dtype and device; prefill with the training call then decode, against the whole
+sequence's forward; the refusals; the in-place update seen by autograd, autocast, torch.compile and torch.export."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.testing import make_tensor
+
+import customops
+from conftest import requires_cuda
+
+pytestmark = pytest.mark.torch_dependent
+
+ops = torch.ops.customops
+DEVICES = ["cpu", pytest.param("cuda", marks=requires_cuda)]
+DTYPES = [torch.float64, torch.float32, torch.float16, torch.bfloat16]
+TOLERANCES = {torch.float64: (1e-10, 1e-12), torch.float32: (1e-5, 1e-5), torch.float16: (1e-2, 1e-2),
+              torch.bfloat16: (5e-2, 5e-2)}
+
+
+def update_ref(x, conv_state, weight, bias=None, activation=None, cache_seqlens=None, conv_state_indices=None):
+    """The step from its definition, in float64 on the CPU: (output, the state after it). Row b's window is the
+    K-1 steps before x (the state's last ones, or those before cache_seqlens[b] in a circular buffer) then x;
+    its output the convolution over that window; its state the last S steps of the state then x (or x written
+    at cache_seqlens[b] on, modulo S)."""
+    squeeze = x.dim() == 2
+    x = (x.unsqueeze(-1) if squeeze else x).detach().cpu().double()
+    state = conv_state.detach().cpu().double().clone()
+    w = weight.detach().cpu().double()
+    B, C, L = x.shape
+    K, S = w.shape[1], state.shape[2]
+    out = torch.zeros(B, C, L, dtype=torch.float64)
+    for b in range(B):
+        row = int(conv_state_indices[b]) if conv_state_indices is not None else b
+        if row < 0:
+            continue
+        s = state[row]
+        if cache_seqlens is None:
+            before = s[:, S - (K - 1):].clone()
+            state[row] = torch.cat([s, x[b]], dim=-1)[:, -S:] if S else s
+        else:
+            n = int(cache_seqlens[b])
+            before = s[:, [(n - (K - 1) + j) % S for j in range(K - 1)]]
+            for t in range(L):
+                s[:, (n + t) % S] = x[b, :, t]
+        window = torch.cat([before, x[b]], dim=-1).unsqueeze(0)
+        y = F.conv1d(window, w.unsqueeze(1), None if bias is None else bias.detach().cpu().double(), groups=C)
+        out[b] = F.silu(y[0]) if activation in ("silu", "swish") else y[0]
+    return (out.squeeze(-1) if squeeze else out), state
+
+
+def _close(actual, expected, dtype):
+    rtol, atol = TOLERANCES[dtype]
+    torch.testing.assert_close(actual.cpu().double(), expected, rtol=rtol, atol=atol)
+
+
+# (x is 2-D, L, S - (K-1), circular, indices, activation, bias)
+CASES = list(itertools.product([True, False], [3], [0, 2], [False, True], [False, True], [None, "silu"],
+                               [False, True]))
+
+
+def _case_id(case):
+    two_d, L, extra, circular, indices, activation, bias = case
+    return "-".join([("x2d" if two_d else f"x3d{L}"), f"S+{extra}", "circ" if circular else "lin",
+                     "idx" if indices else "noidx", activation or "noact", "bias" if bias else "nobias"])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_matches_reference(case, dtype, device):
+    two_d, L, extra, circular, with_indices, activation, with_bias = case
+    B, C, K = 3, 5, 4
+    S = K - 1 + extra
+    g = torch.Generator().manual_seed(CASES.index(case))
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+
+    x = rand(B, C) if two_d else rand(B, C, L)
+    weight, bias = rand(C, K), (rand(C) if with_bias else None)
+    # A larger cache whose rows are picked out of order, one batch row a padding row.
+    indices = torch.tensor([4, -1, 1], dtype=torch.int32, device=device) if with_indices else None
+    state = rand(B + 2 if with_indices else B, C, S)
+    seqlens = torch.tensor([5, 0, 13], dtype=torch.int32, device=device) if circular else None
+    expected, expected_state = update_ref(x, state, weight, bias, activation, seqlens, indices)
+    out = customops.causal_conv1d_update(x, state, weight, bias, activation=activation, cache_seqlens=seqlens,
+                                         conv_state_indices=indices)
+    assert out.shape == x.shape and out.dtype == dtype and out.is_contiguous()
+    _close(out, expected, dtype)
+    # The state is written from x's values, not computed: exact in every dtype.
+    torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0)
+    if with_indices:
+        assert (out[1] == 0).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_strided_inputs_and_state(device):
+    # x a transposed (B, L, C) tensor, the state a slice of a wider buffer: read and written through their strides.
+    B, C, L, K, S = 2, 6, 3, 3, 4
+    x = torch.randn(B, L, C, dtype=torch.float64, device=device).transpose(1, 2)
+    buffer = torch.randn(B, C, S + 3, dtype=torch.float64, device=device)
+    state = buffer[..., 1:S + 1]
+    untouched = buffer[..., [0, S + 1, S + 2]].clone()
+    weight = torch.randn(C, K, dtype=torch.float64, device=device)
+    expected, expected_state = update_ref(x, state, weight, activation="silu")
+    out = customops.causal_conv1d_update(x, state, weight, activation="silu")
+    _close(out, expected, torch.float64)
+    torch.testing.assert_close(state.cpu(), expected_state, rtol=0, atol=0)
+    torch.testing.assert_close(buffer[..., [0, S + 1, S + 2]], untouched, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("K", [1, 2, 4, 8])
+def test_every_width_and_long_steps(K, device):
+    # L > S (the state keeps the last S of x) in both state kinds, and the widths of the CUDA kernel's cases.
+    B, C, L, S = 2, 3, 7, max(K - 1, 2)
+    x = torch.randn(B, C, L, dtype=torch.float64, device=device)
+    weight = torch.randn(C, K, dtype=torch.float64, device=device)
+    bias = torch.randn(C, dtype=torch.float64, device=device)
+    for seqlens in (None, torch.tensor([3, 11], dtype=torch.int32, device=device)):
+        state = torch.randn(B, C, S, dtype=torch.float64, device=device)
+        expected, expected_state = update_ref(x, state, weight, bias, None, seqlens)
+        out = customops.causal_conv1d_update(x, state, weight, bias, cache_seqlens=seqlens)
+        _close(out, expected, torch.float64)
+        torch.testing.assert_close(state.cpu(), expected_state, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_empty_batch(device):
+    state = torch.zeros(0, 4, 3, device=device)
+    out = customops.causal_conv1d_update(torch.zeros(0, 4, device=device), state, torch.ones(4, 4, device=device))
+    assert out.shape == (0, 4)
+
+
+# Prefill with the training call, then decode: every decoded step is the whole sequence's forward at that step.
+
+def _sequence(device, dtype=torch.float32, B=2, C=6, L=13, K=4):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(B, C, L, generator=g).to(device=device, dtype=dtype)
+    weight = torch.randn(C, K, generator=g).to(device=device, dtype=dtype)
+    bias = torch.randn(C, generator=g).to(device=device, dtype=dtype)
+    return x, weight, bias
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("tokens_per_call", [1, 3])
+def test_prefill_then_decode_equals_forward(tokens_per_call, device):
+    x, weight, bias = _sequence(device)
+    prompt = 5
+    full = customops.causal_conv1d(x, weight, bias, activation="silu")
+    y, state = customops.causal_conv1d(x[..., :prompt], weight, bias, activation="silu", return_final_states=True)
+    torch.testing.assert_close(y, full[..., :prompt], rtol=1e-6, atol=1e-6)
+    state = state.contiguous()
+    for t in range(prompt, x.shape[-1], tokens_per_call):
+        step = x[..., t:t + tokens_per_call]
+        step = step[..., 0] if tokens_per_call == 1 else step
+        out = customops.causal_conv1d_update(step, state, weight, bias, activation="silu")
+        expected = full[..., t:t + tokens_per_call]
+        torch.testing.assert_close(out, expected[..., 0] if tokens_per_call == 1 else expected, rtol=1e-6,
+                                   atol=1e-6)
+    # The state ends as the training call's final states of the whole sequence.
+    _, final = customops.causal_conv1d(x, weight, bias, return_final_states=True)
+    torch.testing.assert_close(state, final, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_circular_decode_from_zeros_equals_forward(device):
+    # A circular buffer of 6 steps, cache_seqlens advancing by each call's steps, rows at different positions of
+    # a larger cache: the same outputs as the forward of each row's sequence.
+    x, weight, bias = _sequence(device)
+    B, C, L = x.shape
+    full = customops.causal_conv1d(x, weight, bias)
+    cache = torch.zeros(B + 3, C, 6, device=device)
+    indices = torch.tensor([3, 1], dtype=torch.int32, device=device)
+    seqlens = torch.zeros(B, dtype=torch.int32, device=device)
+    for t in range(0, L, 2):
+        step = x[..., t:t + 2]
+        out = customops.causal_conv1d_update(step, cache, weight, bias, cache_seqlens=seqlens,
+                                             conv_state_indices=indices)
+        torch.testing.assert_close(out, full[..., t:t + 2], rtol=1e-6, atol=1e-6)
+        seqlens += step.shape[-1]
+    assert (cache[[0, 2, 4]] == 0).all()
+
+
+# Refusals, each naming its argument.
+
+def _args(**changes):
+    args = dict(x=torch.randn(2, 3), conv_state=torch.randn(2, 3, 3), weight=torch.randn(3, 4), bias=None,
+                activation=None, cache_seqlens=None, conv_state_indices=None)
+    args.update(changes)
+    return args
+
+
+REFUSALS = [
+    ("x_dims", _args(x=torch.randn(2, 3, 1, 1)), r"expected x of shape \(B, C\) or \(B, C, L\)"),
+    ("x_dtype", _args(x=torch.ones(2, 3, dtype=torch.int64)), r"x"),
+    ("weight_channels", _args(weight=torch.randn(4, 4)), r"expected weight of shape \(C, K\)"),
+    ("weight_width", _args(weight=torch.randn(3, 9), conv_state=torch.randn(2, 3, 8)), r"filter width"),
+    ("weight_dtype", _args(weight=torch.randn(3, 4, dtype=torch.float64)), r"weight"),
+    ("bias_shape", _args(bias=torch.randn(4)), r"expected bias of shape \(C,\)"),
+    ("state_short", _args(conv_state=torch.randn(2, 3, 2)), r"expected conv_state of shape .*S >= K-1 = 3"),
+    ("state_channels", _args(conv_state=torch.randn(2, 4, 3)), r"expected conv_state of shape"),
+    ("state_batch", _args(conv_state=torch.randn(3, 3, 3)), r"expected conv_state of batch size B"),
+    ("state_dtype", _args(conv_state=torch.randn(2, 3, 3, dtype=torch.float64)), r"conv_state"),
+    ("activation", _args(activation="relu"), r"expected activation None, \"silu\" or \"swish\""),
+    ("seqlens_dtype", _args(cache_seqlens=torch.zeros(2, dtype=torch.int64)),
+     r"expected cache_seqlens of dtype int32"),
+    ("seqlens_shape", _args(cache_seqlens=torch.zeros(3, dtype=torch.int32)),
+     r"expected cache_seqlens of shape \(B,\)"),
+    ("seqlens_empty_state", _args(weight=torch.randn(3, 1), conv_state=torch.randn(2, 3, 0),
+                                  cache_seqlens=torch.zeros(2, dtype=torch.int32)), r"S >= 1"),
+    ("indices_dtype", _args(conv_state_indices=torch.zeros(2, dtype=torch.int64)),
+     r"expected conv_state_indices of dtype int32"),
+    ("indices_shape", _args(conv_state_indices=torch.zeros(1, dtype=torch.int32)),
+     r"expected conv_state_indices of shape \(B,\)"),
+    ("indices_range", _args(conv_state_indices=torch.tensor([0, 2], dtype=torch.int32)),
+     r"conv_state_indices\[1\] = 2 is out of range for a conv_state of 2 rows"),
+]
+
+
+@pytest.mark.parametrize("args,message", [r[1:] for r in REFUSALS], ids=[r[0] for r in REFUSALS])
+def test_refusals(args, message):
+    args = dict(args)
+    with pytest.raises(RuntimeError, match=message):
+        ops.causal_conv1d.update(args.pop("x"), args.pop("conv_state"), args.pop("weight"), args.pop("bias"),
+                                 **args)
+
+
+@pytest.mark.parametrize("device", ["meta"])
+def test_meta_refuses_as_the_kernels(device):
+    with pytest.raises(RuntimeError, match=r"S >= K-1"):
+        ops.causal_conv1d.update(torch.randn(2, 3, device=device), torch.randn(2, 3, 2, device=device),
+                                 torch.randn(3, 4, device=device))
+    out = ops.causal_conv1d.update(torch.randn(2, 3, 5, device=device), torch.randn(2, 3, 3, device=device),
+                                   torch.randn(3, 4, device=device))
+    assert out.shape == (2, 3, 5) and out.is_contiguous()
+
+
+@requires_cuda
+def test_devices_must_match():
+    with pytest.raises(RuntimeError, match=r"conv_state"):
+        ops.causal_conv1d.update(torch.randn(2, 3, device="cuda"), torch.randn(2, 3, 3), torch.randn(3, 4,
+                                                                                                      device="cuda"))
+
+
+def test_inference_only():
+    weight = torch.randn(3, 4, requires_grad=True)
+    state = torch.zeros(2, 3, 3)
+    with pytest.raises(RuntimeError, match=r"inference only .* weight requires grad; call it under torch.no_grad"):
+        customops.causal_conv1d_update(torch.randn(2, 3), state, weight)
+    assert (state == 0).all()
+    with torch.no_grad():
+        customops.causal_conv1d_update(torch.randn(2, 3), state, weight)
+    with torch.inference_mode():
+        s = torch.zeros(2, 3, 3)
+        customops.causal_conv1d_update(torch.randn(2, 3), s, weight)
+
+
+def test_bumps_the_state_version():
+    state = torch.zeros(2, 3, 3)
+    before = state._version
+    customops.causal_conv1d_update(torch.randn(2, 3), state, torch.randn(3, 4))
+    assert state._version > before
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_autocast_runs_in_the_state_dtype(device):
+    x, weight, bias = torch.randn(2, 3, device=device), torch.randn(3, 4, device=device), torch.randn(3, device=device)
+    state = torch.randn(2, 3, 3, device=device, dtype=torch.bfloat16)
+    expected_state = state.clone()
+    expected = customops.causal_conv1d_update(x.bfloat16(), expected_state, weight.bfloat16(), bias.bfloat16())
+    with torch.autocast(device, dtype=torch.bfloat16):
+        out = customops.causal_conv1d_update(x, state, weight, bias)
+    assert out.dtype == torch.bfloat16
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
+    torch.testing.assert_close(state, expected_state, rtol=0, atol=0)
+
+
+def test_opcheck():
+    # Schema (the declared mutation), fake tensors and the functionalised trace of the in-place step.
+    args = (torch.randn(2, 3, 2), torch.randn(4, 3, 5), torch.randn(3, 4), torch.randn(3))
+    kwargs = dict(activation="silu", cache_seqlens=torch.tensor([1, 7], dtype=torch.int32),
+                  conv_state_indices=torch.tensor([3, -1], dtype=torch.int32))
+    torch.library.opcheck(ops.causal_conv1d.update, args, kwargs,
+                          test_utils=("test_schema", "test_faketensor", "test_aot_dispatch_dynamic"))
+
+
+# The in-place update under torch.compile and torch.export.
+
+def test_compile_fullgraph_updates_the_state():
+    torch._dynamo.reset()
+    x, weight, bias = _sequence("cpu", L=6)
+
+    def step(token, state):
+        return customops.causal_conv1d_update(token, state, weight, bias, activation="silu") * 2
+
+    compiled = torch.compile(step, fullgraph=True, backend="aot_eager")
+    eager_state = torch.zeros(2, 6, 3)
+    state = torch.zeros(2, 6, 3)
+    for t in range(x.shape[-1]):
+        torch.testing.assert_close(compiled(x[..., t], state), step(x[..., t], eager_state), rtol=0, atol=0)
+        torch.testing.assert_close(state, eager_state, rtol=0, atol=0)
+    explanation = torch._dynamo.explain(step)(x[..., 0], state.clone())
+    assert explanation.graph_break_count == 0
+
+
+def test_compile_inductor_updates_the_state():
+    torch._dynamo.reset()
+    x, weight, bias = _sequence("cpu", L=4)
+    compiled = torch.compile(lambda token, state: customops.causal_conv1d_update(token, state, weight, bias),
+                             fullgraph=True)
+    state, eager_state = torch.zeros(2, 6, 5), torch.zeros(2, 6, 5)
+    for t in range(x.shape[-1]):
+        out = compiled(x[..., t], state)
+        torch.testing.assert_close(out, customops.causal_conv1d_update(x[..., t], eager_state, weight, bias),
+                                   rtol=0, atol=0)
+    torch.testing.assert_close(state, eager_state, rtol=0, atol=0)
+
+
+class DecodeStep(torch.nn.Module):
+    def __init__(self, C=6, K=4, B=2):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(C, K))
+        self.register_buffer("conv_state", torch.zeros(B, C, K - 1))
+
+    def forward(self, token):
+        return customops.causal_conv1d_update(token, self.conv_state, self.weight, activation="silu")
+
+
+def test_export_shows_the_state_mutation():
+    model = DecodeStep()
+    with torch.no_grad():
+        ep = torch.export.export(model, (torch.randn(2, 6),))
+    # The functionalised graph (what ExecuTorch and AOTInductor lower; torch.export's own IR may keep the in-place
+    # call as it is): the state is a mutated buffer, written by the op itself inside auto_functionalized.
+    functional = ep.run_decompositions({})
+    assert "conv_state" in functional.graph_signature.buffers_to_mutate.values(), functional
+    assert "causal_conv1d.update" in functional.graph_module.code, functional.graph_module.code
+    # The exported module updates its buffer as the eager one does.
+    exported, eager = ep.module(), DecodeStep()
+    eager.load_state_dict(model.state_dict())
+    x, _, _ = _sequence("cpu", L=5)
+    for t in range(x.shape[-1]):
+        with torch.no_grad():
+            torch.testing.assert_close(exported(x[..., t]), eager(x[..., t]), rtol=0, atol=0)
+    torch.testing.assert_close(exported.conv_state, eager.conv_state, rtol=0, atol=0)
