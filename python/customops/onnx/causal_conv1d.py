@@ -40,12 +40,15 @@ def causal_conv1d(x: TFloat, weight: TFloat, bias: Optional[TFloat] = None) -> T
 def _packed(x, weight, bias, seq_idx, width: int):
     """Tap by tap over packed sequences: tap k reads step t - (K-1) + k, and counts where that step's seq_idx is
     t's (the K-1 steps padded before t = 0 have index -1, no sequence's). No Conv can mask its taps per step."""
-    end = 2**62  # Slice's "to the end"
+    # Tap k's window of the padded steps is [k, k + L); where L is not known at export time its end counts from
+    # the end (the last tap's is INT64_MAX, Slice's "to the end"). onnx2tf reads a huge end other than INT64_MAX
+    # as an empty window.
+    length = static_dim(x, 2)
     steps = op.Pad(x, ints([0, 0, width - 1, 0, 0, 0]))
     ids = op.Pad(seq_idx, ints([0, width - 1, 0, 0]), op.CastLike(op.Constant(value_int=-1), seq_idx))
     y = None
     for k in range(width):
-        stop = [k - (width - 1) or end]
+        stop = [k + length] if length is not None else [k - (width - 1) or 2**63 - 1]
         same = op.CastLike(op.Equal(op.Slice(ids, ints([k]), ints(stop), ints([1])), seq_idx), x)
         tap = op.Slice(weight, ints([k]), ints([k + 1]), ints([1]))  # (C, 1): broadcast over (B, C, L)
         term = op.Mul(op.Mul(op.Slice(steps, ints([k]), ints(stop), ints([2])), tap), op.Unsqueeze(same, ints([1])))
