@@ -244,9 +244,31 @@ at::Tensor causal_conv1d_autocast(const at::Tensor& x, const at::Tensor& weight,
   return detail::causal_conv1d_op().call(lp.cast(x), lp.cast(weight), lp.cast(bias));
 }
 
-// The decoding step is inference only: no backward, so a call that autograd would have to record is refused
-// rather than returning a result cut off from the graph. Its in-place update of conv_state bumps the state's
-// version, as an in-place ATen op does (a tensor saved for a backward then fails loudly when it is used).
+// The result of the decoding step, handed to the Function below as a value autograd does not take for an input.
+struct Result {
+  at::Tensor tensor;
+};
+
+// The node a recorded decoding step's result gets: its backward raises, with the reason.
+class CausalConv1dUpdateNoGrad : public torch::autograd::Function<CausalConv1dUpdateNoGrad> {
+ public:
+  static at::Tensor forward(AutogradContext*, const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
+                            const Result& result) {
+    return result.tensor;
+  }
+
+  static variable_list backward(AutogradContext*, variable_list) {
+    TORCH_CHECK(false, "customops::", causal_conv1d_impl::kUpdate, ": the decoding step is inference only and has "
+                "no gradient; train with causal_conv1d (the training call), and decode under torch.no_grad() or "
+                "torch.inference_mode()");
+  }
+};
+
+// The decoding step is inference only: it has no backward. As an ATen op without a derivative, a result that
+// autograd would record gets a node that raises when a backward reaches it, with the reason; tracers (export,
+// ExecuTorch's lowering) still pass through with parameters that require grad. A state that requires grad is
+// refused: it is updated in place. The update bumps the state's version, as an in-place ATen op does (a tensor
+// saved for a backward then fails loudly when it is used).
 at::Tensor causal_conv1d_update_autograd(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
                                          const std::optional<at::Tensor>& bias,
                                          std::optional<c10::string_view> activation,
@@ -256,18 +278,8 @@ at::Tensor causal_conv1d_update_autograd(const at::Tensor& x, at::Tensor& conv_s
   checks::defined(op, "x", x);
   checks::defined(op, "conv_state", conv_state);
   checks::defined(op, "weight", weight);
-  if (at::GradMode::is_enabled()) {
-    const std::pair<const char*, bool> args[] = {
-        {"x", x.requires_grad()},
-        {"conv_state", conv_state.requires_grad()},
-        {"weight", weight.requires_grad()},
-        {"bias", causal_conv1d_impl::given(bias) && bias->requires_grad()}};
-    for (const auto& [name, requires_grad] : args) {
-      TORCH_CHECK(!requires_grad, "customops::", op, ": the decoding step is inference only and has no gradient, "
-                  "but ", name, " requires grad; call it under torch.no_grad() or torch.inference_mode() (train "
-                  "with causal_conv1d, the training call)");
-    }
-  }
+  TORCH_CHECK(!(at::GradMode::is_enabled() && conv_state.requires_grad()), "customops::", op,
+              ": conv_state requires grad, but the decoding step updates it in place and has no gradient");
   at::Tensor out;
   {
     at::AutoDispatchBelowADInplaceOrView guard;
@@ -275,6 +287,9 @@ at::Tensor causal_conv1d_update_autograd(const at::Tensor& x, at::Tensor& conv_s
                                                  conv_state_indices);
   }
   torch::autograd::impl::bump_version(conv_state);
+  const bool wants =
+      x.requires_grad() || weight.requires_grad() || (causal_conv1d_impl::given(bias) && bias->requires_grad());
+  if (at::GradMode::is_enabled() && wants) return CausalConv1dUpdateNoGrad::apply(x, weight, bias, Result{out});
   return out;
 }
 

@@ -250,16 +250,22 @@ def test_devices_must_match():
 
 
 def test_inference_only():
+    # A result autograd would record carries a node that raises when a backward reaches it, as an ATen op without
+    # a derivative; the step itself runs (tracers pass through it with parameters that require grad).
     weight = torch.randn(3, 4, requires_grad=True)
     state = torch.zeros(2, 3, 3)
-    with pytest.raises(RuntimeError, match=r"inference only .* weight requires grad; call it under torch.no_grad"):
-        customops.causal_conv1d_update(torch.randn(2, 3), state, weight)
-    assert (state == 0).all()
+    x = torch.randn(2, 3)
+    out = customops.causal_conv1d_update(x, state, weight)
+    assert out.requires_grad
+    torch.testing.assert_close(state[..., -1], x, rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match=r"the decoding step is inference only and has no gradient"):
+        out.sum().backward()
     with torch.no_grad():
-        customops.causal_conv1d_update(torch.randn(2, 3), state, weight)
+        assert not customops.causal_conv1d_update(x, state, weight).requires_grad
     with torch.inference_mode():
-        s = torch.zeros(2, 3, 3)
-        customops.causal_conv1d_update(torch.randn(2, 3), s, weight)
+        customops.causal_conv1d_update(x, torch.zeros(2, 3, 3), weight)
+    with pytest.raises(RuntimeError, match=r"conv_state requires grad, but the decoding step updates it in place"):
+        customops.causal_conv1d_update(x, torch.zeros(2, 3, 3, requires_grad=True), weight)
 
 
 def test_bumps_the_state_version():

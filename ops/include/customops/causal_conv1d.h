@@ -110,7 +110,7 @@ struct CausalConv1dUpdateOptions {
 // The decoding step (customops::causal_conv1d.update): x (B, C), one new step per row, or (B, C, L), several,
 // after the steps held in conv_state (B_cache, C, S) with S >= K-1, which it updates in place to hold the last S
 // steps. Returns x's shape: each new step's output, as the training call gives it at that position. Inference
-// only: it refuses inputs that require grad while grad mode is on.
+// only: a backward that reaches its result raises.
 inline at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, const at::Tensor& weight,
                                        const std::optional<at::Tensor>& bias = std::nullopt,
                                        const CausalConv1dUpdateOptions& options = {}) {

@@ -111,8 +111,9 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Op
     ``causal_conv1d(..., return_final_states=True)``, whose final states are a ``conv_state`` of ``S = K - 1``
     steps, then decode token by token (or several tokens a call, as speculative decoding verifies drafts).
 
-    Inference only: it has no gradient, and refuses inputs that require grad while grad mode is on (call it under
-    ``torch.no_grad()`` or ``torch.inference_mode()``). In-place on ``conv_state`` as the schema declares
+    Inference only: it has no gradient (a backward that reaches its result raises, as for an ATen op without a
+    derivative; decode under ``torch.no_grad()`` or ``torch.inference_mode()``), and refuses a ``conv_state``
+    that requires grad. In-place on ``conv_state`` as the schema declares
     (``Tensor(a!)``): ``torch.compile`` and ``torch.export`` functionalise it (an exported module's state buffer
     shows as a buffer mutation), and ExecuTorch's programs update the buffer in place.
 
