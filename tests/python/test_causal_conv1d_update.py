@@ -356,3 +356,33 @@ def test_export_shows_the_state_mutation():
         with torch.no_grad():
             torch.testing.assert_close(exported(x[..., t]), eager(x[..., t]), rtol=0, atol=0)
     torch.testing.assert_close(exported.conv_state, eager.conv_state, rtol=0, atol=0)
+
+
+class FunctionalStep(torch.nn.Module):
+    """The decoding step as ONNX can hold it: the training call with the state as an input and the next state as
+    an output (docs/guide/ops.md), for a runtime without in-place updates."""
+
+    def __init__(self, C=6, K=4):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(C, K))
+        self.bias = torch.nn.Parameter(torch.randn(C))
+
+    def forward(self, token, state):
+        y, next_state = customops.causal_conv1d(token.unsqueeze(-1), self.weight, self.bias, activation="silu",
+                                                initial_states=state, return_final_states=True)
+        return y.squeeze(-1), next_state
+
+
+def test_the_functional_step_equals_the_update_and_exports_to_onnx():
+    step, token, state = FunctionalStep().eval(), torch.randn(2, 6), torch.randn(2, 6, 3)
+    updated = state.clone()
+    with torch.no_grad():
+        out = customops.causal_conv1d_update(token, updated, step.weight, step.bias, activation="silu")
+        y, next_state = step(token, state)
+    torch.testing.assert_close(y, out, rtol=0, atol=0)
+    torch.testing.assert_close(next_state, updated, rtol=0, atol=0)
+    pytest.importorskip("onnxruntime")
+    from customops import deploy
+
+    report = deploy.check(step, (token, state))
+    assert report.ok, report
