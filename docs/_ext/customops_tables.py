@@ -198,7 +198,11 @@ def api_objects(kind: str) -> list[str]:
     """The dotted names the API page documents for every registered forward op, in op order: ``functions``
     (``customops.<op>``) or ``modules`` (the class of customops.modules that wraps each, where there is one)."""
     if kind == "functions":
-        return [f"customops.{op}" for op in forward_ops()]
+        import customops.functional
+
+        # Then the functions of an op's family beside the op's own (causal_conv1d's decoding step, an overload).
+        names = [f"customops.{op}" for op in forward_ops()]
+        return names + [f"customops.{n}" for n in customops.functional.__all__ if f"customops.{n}" not in names]
     if kind == "modules":
         module_of = _module_classes("customops.modules")
         return [f"customops.{module_of[op]}" for op in forward_ops() if op in module_of]
