@@ -92,3 +92,14 @@ def test_executorch_decodes_after_a_prefill(xnnpack):
     block.prefill(x[:, :3])
     got = mamba_block.executorch_steps(mamba_block.export_step(block, x[:, 0]), x[:, 3:], xnnpack)
     torch.testing.assert_close(got, full[:, 3:], rtol=1e-5, atol=1e-5)
+
+
+def test_the_script(tmp_path):
+    import subprocess
+
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "mamba_block", "mamba_block.py")
+    out = subprocess.run([sys.executable, script, "--steps", "2", "--tokens", "2", "--out", str(tmp_path)],
+                         capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)),
+                         timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    assert "prefill 2 + decode 2: largest difference from the forward" in out.stdout
