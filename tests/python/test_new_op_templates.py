@@ -2,8 +2,10 @@
 what each writes for a new op, that its placeholders are the one marker the TODO check finds, and that a new op from
 one builds (CPU only, in a copy of the tracked sources) and fails its op's test run until its TODOs are done.
 
-The last test is build-heavy: one build of a copy (about a minute with a warm compiler cache, every object a cache
-hit; the first run on a machine compiles the new ops' objects once)."""
+The built tests are heavy: one build of a copy (about five minutes on a busy 2-core machine with a warm compiler
+cache; the first run on a machine compiles the new ops' objects once), and, with CUSTOMOPS_FULL_TESTS=1, the
+first template's op with its maths written, rebuilt and put through the value, gradient, compile and torch.func
+tests."""
 
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from customops.dev import new_op, template_op
+from conftest import FULL_TESTS
 from source_tree import copy_tracked_sources
 
 pytestmark = pytest.mark.torch_independent
@@ -113,7 +116,8 @@ def test_a_third_input_or_the_executorch_kernel_is_not_a_templates():
 # Lines whose value is a placeholder: each must hold the marker itself, so that it stays flagged once a contributor
 # deletes the TODO comments above it.
 STUBS = ("NotImplementedError", "opmath_t(NAN)", "TORCH_CHECK(false", "property_cost=", "DECOMPOSED_BY_DEFAULT =",
-         "onnx_nodes=", "bytes=", "CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE(", "@_overview(", "layouts=", 'r"""', "shapes = ", "return x.sym",
+         "onnx_nodes=", "bytes=", "CUSTOMOPS_AUTOCAST_KEEP_INPUT_DTYPE(", "@_overview(", "layouts=", 'r"""',
+         "shapes = ", "return x.sym",
          "return a.sym")
 
 
@@ -149,20 +153,23 @@ def _run(tree: Path, script: str, env: dict, timeout: int = 3600) -> subprocess.
     return subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True, env=env, timeout=timeout)
 
 
-@pytest.mark.skipif(shutil.which("cmake") is None or shutil.which("ninja") is None, reason="no cmake or ninja")
-def test_a_new_op_from_a_template_builds_and_fails_its_run_until_its_todos_are_done(tmp_path):
-    tree = tmp_path / "customops"
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """A copy of the tracked sources with an op of the first template, built whole (CPU only), and the second
+    template's op's registration and CPU kernel compiled, which hold what it has beyond the first's (a gradient of
+    each of two inputs, the mask): (tree, the environment and python that load the copy's package, the builds)."""
+    if shutil.which("cmake") is None or shutil.which("ninja") is None:
+        pytest.skip("no cmake or ninja")
+    tree = tmp_path_factory.mktemp("templates") / "customops"
     copy_tracked_sources(tree)
-    # One op of the first template, built whole (CPU only); the other template's op compiles its registration and
-    # CPU kernel, which hold what it has beyond the first's (a gradient of each of two inputs, the mask).
     assert new_op.main([BUILT["one_input"], "--like", "one_input", "--root", str(tree)]) == 0
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "CMAKE_"))}
     configure = (f"cmake -S . -B build -G Ninja -DCUSTOMOPS_PYTHON={shlex.quote(sys.executable)} "
                  "-DCUSTOMOPS_WITH_CUDA=OFF -DCUSTOMOPS_BUILD_TESTS=OFF -DCUSTOMOPS_BUILD_EXAMPLES=OFF "
                  "-DCUSTOMOPS_STAGE_PYTHON=OFF")
-    built = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && {configure} && "
+    build = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && {configure} && "
                  "cmake --build build --target customops", env)
-    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     # Its C++ files alone: its Python modules would refer to an op the library, not linked again, lacks.
     two = BUILT["two_inputs"]
     for path, text in new_op.plan_op(tree, two, "two_inputs").writes.items():
@@ -174,17 +181,20 @@ def test_a_new_op_from_a_template_builds_and_fails_its_run_until_its_todos_are_d
     compiled = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && cmake build >/dev/null && "
                     f"ninja -C build {' '.join(objects)}", env)
     assert compiled.returncode == 0, compiled.stdout[-3000:] + compiled.stderr[-3000:]
-    warned = [line for line in (built.stdout + compiled.stdout).splitlines()
-              if "warning:" in line and any(f"{op}." in line for op in BUILT.values())]
-    assert not warned, f"the templates' code compiles without warnings: {warned}"
-
-    one = BUILT["one_input"]
     # The copy's package, not one an editable install maps `customops` to whatever the path says (its finder,
     # which a .pth file installs, goes first): without the site module, with the packages on the path.
     packages = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
     env.update(CUSTOMOPS_LIBRARY=str(tree / "build" / "libcustomops.so"), CUSTOMOPS_BUILD_DIR=str(tree / "build"),
                PYTHONPATH=os.pathsep.join([str(tree / "python"), *sorted(packages)]))
-    python = [sys.executable, "-S"]
+    return tree, env, [sys.executable, "-S"], build.stdout + compiled.stdout
+
+
+def test_a_new_op_from_a_template_builds_and_fails_its_run_until_its_todos_are_done(built):
+    tree, env, python, log = built
+    warned = [line for line in log.splitlines()
+              if "warning:" in line and any(f"{op}." in line for op in BUILT.values())]
+    assert not warned, f"the templates' code compiles without warnings: {warned}"
+    one = BUILT["one_input"]
     # The op runs, and its stub maths is NaN on the CPU, of the shape the Meta kernel gives.
     probe = subprocess.run(
         [*python, "-c", f"import torch, customops; x = torch.randn(3, 5); y = customops.{one}(x); "
@@ -203,3 +213,94 @@ def test_a_new_op_from_a_template_builds_and_fails_its_run_until_its_todos_are_d
     failed = sorted(re.findall(r"^FAILED tests/python/test_registry.py::(\w+)", run.stdout, re.M))
     assert failed == ["test_every_op_has_what_the_generic_tests_need", "test_no_scaffold_todo_is_left"], run.stdout
     assert f"the scaffold's stubs are left at kernels/{one}.h:" in run.stdout
+
+
+def _moving_sum(op: str) -> dict:
+    """The first template's TODOs for a sum over windows of 3 along the last dimension, as a contributor writes
+    them (path -> (TODO line or stub, what replaces it)): the maths of every path the value, gradient, compile,
+    export and torch.func tests take."""
+    m = f"TODO({op})"
+    return {
+        f"kernels/{op}.h": [
+            (f"  // {m}: x's rank and sizes, and the op's other arguments: "
+             "TORCH_CHECK(cond, \"customops::\", op, ...).",
+             '  TORCH_CHECK(x.dim() >= 1 && checks::holds(x.sym_size(-1) >= 3), "customops::", op,\n'
+             '              ": expected x of 3 or more elements in its last dimension, got ", x.sym_sizes());'),
+            (f"  return x.sym_sizes().vec();  // {m}: the result's sizes from x's (and the op's arguments)",
+             "  auto sizes = x.sym_sizes().vec();\n  sizes.back() = sizes.back() - 2;\n  return sizes;"),
+            (f"  // {m}: the sizes the element functions need: the rows, the window, the reduced dimension's size.",
+             "  int64_t length = 0;  // x's last dimension"),
+            (f"  // {m}: the other fields of Sizes, from x's sizes (contiguous) and the op's arguments.",
+             "  s.length = x.size(-1);"),
+            (f"  return opmath_t(NAN);  // {m}: the result's element i, from the elements of x it reads",
+             "  const int64_t n = s.length - 2;\n  const scalar_t* r = x + i / n * s.length + i % n;\n"
+             "  return static_cast<opmath_t>(r[0]) + static_cast<opmath_t>(r[1]) + static_cast<opmath_t>(r[2]);"),
+            (f"  return opmath_t(NAN);  // {m}: x's gradient at j, from grad_out (the result's shape) and x",
+             "  const int64_t n = s.length - 2, row = j / s.length, p = j % s.length;\n  opmath_t sum = 0;\n"
+             "  for (int64_t o = p < 2 ? 0 : p - 2; o <= p && o < n; ++o) "
+             "sum += static_cast<opmath_t>(grad_out[row * n + o]);\n  return sum;"),
+        ],
+        f"registration/{op}.cpp": [
+            (f'    TORCH_CHECK(false, "customops::{op}_backward: {m}: its gradients (the double backward)");\n'
+             "    return {at::Tensor(), at::Tensor()};",
+             f"    return {{detail::{op}_op().call(grads[0]), at::Tensor()}};"),
+        ],
+        f"python/customops/func/{op}.py": [
+            (f'        raise NotImplementedError("{m}: the forward-mode formula")', f"        return ops.{op}(t_x)"),
+            (f'        raise NotImplementedError("{m}: the backward op\'s gradients")',
+             f"        return ops.{op}(a), None"),
+            (f'        raise NotImplementedError("{m}: the backward op\'s forward-mode formula")',
+             f"        _, x = ctx.saved_tensors\n        return torch.zeros_like(x) if t_g is None else "
+             f"ops.{op}_backward(t_g, x)"),
+        ],
+        f"python/customops/inductor/{op}.py": [
+            (f'DECOMPOSED_BY_DEFAULT = "{m}: True (decomposed) or False (kept whole), as measured"',
+             "DECOMPOSED_BY_DEFAULT = True"),
+            (f'    raise NotImplementedError("{m}: the forward in ATen operations")',
+             "    return x[..., :-2] + x[..., 1:-1] + x[..., 2:]"),
+            (f'    raise NotImplementedError("{m}: the backward in ATen operations")',
+             "    pad = torch.nn.functional.pad\n    return pad(grad_out, (0, 2)) + pad(grad_out, (1, 1)) + "
+             "pad(grad_out, (2, 0))"),
+        ],
+        f"tests/python/op_db/{op}.py": [
+            (f'    raise NotImplementedError("{m}: the reference")',
+             "    return x[..., :-2] + x[..., 1:-1] + x[..., 2:]"),
+            (f'    raise NotImplementedError("{m}: the samples")',
+             "    for shape in ((5, 7), (3,), (2, 3, 4), (0, 5), (4, 33)):\n"
+             "        yield SampleInput((t(shape),), name=str(shape))\n"
+             '    yield SampleInput((t((6, 5), noncontiguous=True),), name="noncontiguous")\n'
+             '    yield SampleInput((t((5, 6)).t(),), name="transposed")'),
+            (f'    raise NotImplementedError("{m}: the dynamic-shape samples")',
+             "    for n, k in ((5, 4), (7, 9), (11, 13)):\n"
+             '        yield SampleInput((make_tensor((n, k), device=device, dtype=dtype),), name=f"{n}x{k}")'),
+            (f'    raise NotImplementedError("{m}: the autocast samples")',
+             "    yield SampleInput((make_tensor((4, 9), device=device, dtype=low, requires_grad=requires_grad),), "
+             'name="low")'),
+            (f'    raise NotImplementedError("{m}: the bad inputs of the op\'s own checks")',
+             '    yield ErrorInput(SampleInput((x[:, :2],)),\n'
+             '                     r"expected x of 3 or more elements in its last dimension")'),
+        ],
+    }
+
+
+@pytest.mark.skipif(not FULL_TESTS, reason="build-heavy, a rebuild and two test files: CUSTOMOPS_FULL_TESTS=1")
+def test_a_templates_code_is_right_once_its_maths_is_written(built):
+    # What a contributor writes for a windowed op (its maths, its shapes, its reference and samples) is all that
+    # the value, gradient (twice), Meta, opcheck, compile, export, TorchScript, autocast and torch.func tests need:
+    # the rest of the template's code is right as it is.
+    tree, env, python, _ = built
+    one = BUILT["one_input"]
+    for rel, edits in _moving_sum(one).items():
+        text = (tree / rel).read_text()
+        for old, new in edits:
+            assert old in text, f"{rel}: {old}"
+            text = text.replace(old, new)
+        (tree / rel).write_text(text)
+    rebuilt = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && cmake --build build "
+                   "--target customops", env)
+    assert rebuilt.returncode == 0, rebuilt.stdout[-3000:] + rebuilt.stderr[-3000:]
+    run = subprocess.run([*python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python/test_ops.py",
+                          "tests/python/test_func.py", "--op", one, "-k", "not cuda"], cwd=tree, env=env,
+                         capture_output=True, text=True, timeout=1800)
+    assert run.returncode == 0, run.stdout[-5000:] + run.stderr[-3000:]
+    assert re.search(r"(\d+) passed", run.stdout) and int(re.search(r"(\d+) passed", run.stdout)[1]) >= 25
