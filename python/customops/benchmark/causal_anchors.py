@@ -209,47 +209,70 @@ def _row(case: str, pass_name: str, times: dict[str, float], nbytes: int, copy: 
             f"{copy:.4f}", *(share(k) for k in IMPLS))
 
 
-def run(device: torch.device, quick: bool, rounds: int, calls: int,
-        emit: Callable[[list, list], None] = lambda rows, notes: None) -> tuple[list[tuple[str, ...]], list[str]]:
-    """The table's rows and notes; emit(rows, notes) after each row (the Markdown so far, kept if a run is cut
-    short)."""
-    anchors = find_anchors()
-    notes = list(anchors.notes)
-    for note in notes:
-        print("note:", note, flush=True)
+def _train_rows(anchors: Anchors, shape, device, rounds: int, calls: int, notes: list, emit) -> list:
+    b, c, n = shape
     rows = []
-    for b, c, n in (QUICK_TRAIN_SHAPES if quick else TRAIN_SHAPES):
-        for variant in VARIANTS:
-            case = f"B={b} C={c} L={n} K={WIDTH} {variant}"
-            impls = train_calls(anchors, b, c, n, variant, device)
-            for name, fns in impls.items():
-                if name != "customops":
-                    diff = relative_difference(impls["customops"]["out"], fns["out"])
-                    if diff > 2e-2:
-                        notes.append(f"{case}: {name}'s output differs from customops' by {diff:.3g} of its largest")
-                    print(f"  {case}: {name} agrees with customops to {diff:.2g} of the largest value", flush=True)
-            for pass_name in ("forward", "forward+backward"):
-                names = list(impls)
-                times = dict(zip(names, interleaved_back_to_back_ms([impls[k][pass_name] for k in names], device,
-                                                                    rounds, calls)))
-                nbytes = train_bytes(b, c, n, variant, pass_name)
-                rows.append(_row(case, pass_name, times, nbytes, copy_ms(nbytes, device, rounds, calls)))
-                print(columns([HEADER, rows[-1]]).splitlines()[1], flush=True)
-                emit(rows, notes)
-            del impls
+    for variant in VARIANTS:
+        case = f"B={b} C={c} L={n} K={WIDTH} {variant}"
+        impls = train_calls(anchors, b, c, n, variant, device)
+        for name, fns in impls.items():
+            if name != "customops":
+                diff = relative_difference(impls["customops"]["out"], fns["out"])
+                if diff > 2e-2:
+                    notes.append(f"{case}: {name}'s output differs from customops' by {diff:.3g} of its largest")
+                print(f"  {case}: {name} agrees with customops to {diff:.2g} of the largest value", flush=True)
+        for pass_name in ("forward", "forward+backward"):
+            names = list(impls)
+            times = dict(zip(names, interleaved_back_to_back_ms([impls[k][pass_name] for k in names], device,
+                                                                rounds, calls)))
+            nbytes = train_bytes(b, c, n, variant, pass_name)
+            rows.append(_row(case, pass_name, times, nbytes, copy_ms(nbytes, device, rounds, calls)))
+            print(columns([HEADER, rows[-1]]).splitlines()[1], flush=True)
+            emit(rows, notes)
+        del impls
+    return rows
+
+
+def _decode_rows(anchors: Anchors, batches, c: int, device, rounds: int, calls: int, notes: list, emit) -> list:
     if not _has_update():
         notes.append("this build has no customops.causal_conv1d_update: the decoding rows time the anchors alone")
-    for batch in DECODE_BATCHES[:1] if quick else DECODE_BATCHES:
-        fns, nbytes = decode_calls(anchors, batch, 256 if quick else DECODE_CHANNELS, device)
+    rows = []
+    for batch in batches:
+        fns, nbytes = decode_calls(anchors, batch, c, device)
         if not fns:
             continue
         names = list(fns)
         times = dict(zip(names, interleaved_back_to_back_ms([fns[k] for k in names], device, rounds, calls)))
-        c = 256 if quick else DECODE_CHANNELS
         rows.append(_row(f"decode B={batch} C={c} K={WIDTH} silu", "step", times, nbytes,
                          copy_ms(nbytes, device, rounds, calls)))
         print(columns([HEADER, rows[-1]]).splitlines()[1], flush=True)
         emit(rows, notes)
+    return rows
+
+
+def run(device: torch.device, quick: bool, rounds: int, calls: int,
+        emit: Callable[..., None] = lambda rows, notes, done=False: None) -> tuple[list[tuple[str, ...]], list[str]]:
+    """The table's rows and notes. emit(rows, notes) after each row, and emit(rows, notes, True) after each group of
+    cases (the Markdown and plot so far, kept if a run is cut short): the first training shape, the decoding steps,
+    then the other training shapes, the longest last."""
+    anchors = find_anchors()
+    notes = list(anchors.notes)
+    for note in notes:
+        print("note:", note, flush=True)
+    rows: list = []
+
+    def grown(part, notes_):  # the rows of the groups done, then those of this one so far
+        emit(rows + part, notes_)
+
+    shapes = QUICK_TRAIN_SHAPES if quick else TRAIN_SHAPES
+    groups = [lambda: _train_rows(anchors, shapes[0], device, rounds, calls, notes, grown),
+              lambda: _decode_rows(anchors, DECODE_BATCHES[:1] if quick else DECODE_BATCHES,
+                                   256 if quick else DECODE_CHANNELS, device, rounds, calls, notes, grown)]
+    groups += [lambda shape=shape: _train_rows(anchors, shape, device, rounds, calls, notes, grown)
+               for shape in shapes[1:]]
+    for group in groups:
+        rows += group()
+        emit(rows, notes, True)
     return rows, notes
 
 
@@ -285,8 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m customops.benchmark.causal_anchors", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--quick", action="store_true", help="small sizes (a smoke test, not a measurement)")
-    p.add_argument("--rounds", type=int, default=5, help="ABBA rounds; each time is their median")
-    p.add_argument("--calls", type=int, default=20, help="calls queued back to back per round")
+    p.add_argument("--rounds", type=int, default=3, help="ABBA rounds; each time is their median")
+    p.add_argument("--calls", type=int, default=10, help="calls queued back to back per round")
     p.add_argument("--markdown")
     p.add_argument("--plot")
     args = p.parse_args(argv)
@@ -314,18 +337,18 @@ def main(argv: list[str] | None = None) -> int:
         "write; copy ms: a `clone` of that many bytes (read + write) in the same run; %copy: copy ms over the "
         "implementation's time.")
 
-    def emit(rows, notes):
+    def emit(rows, notes, done=False):
+        text = markdown_table(preamble + "".join(f"\n\n- {n}" if i == 0 else f"\n- {n}" for i, n in
+                                                 enumerate(notes)), HEADER, rows)
         if args.markdown:
-            text = preamble + "".join(f"\n\n- {n}" if i == 0 else f"\n- {n}" for i, n in enumerate(notes))
             with open(args.markdown, "w") as f:
-                f.write(markdown_table(text, HEADER, rows))
+                f.write(text)
+        if done and args.plot and rows:
+            plot(rows, args.plot, title)
 
     rows, notes = run(device, args.quick, args.rounds, args.calls, emit)
     print()
-    print(columns([HEADER, *rows]))
-    emit(rows, notes)
-    if args.plot and rows:
-        plot(rows, args.plot, title)
+    print(markdown_table(preamble + "".join(f"\n- {n}" for n in notes), HEADER, rows))
     return 0
 
 if __name__ == "__main__":
