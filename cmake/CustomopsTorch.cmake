@@ -15,9 +15,12 @@ elseif(NOT CUSTOMOPS_PYTHON)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)
   set(CUSTOMOPS_PYTHON "${Python3_EXECUTABLE}")
 elseif(NOT IS_ABSOLUTE "${CUSTOMOPS_PYTHON}")
-  # A bare name such as python3: look it up on PATH.
+  # A bare name such as python3: look it up on PATH. The cache keeps the path found (FORCE): a -D entry of no
+  # type would otherwise be made a FILEPATH relative to the build's working directory, which the next configure
+  # (a regenerate when a source is added) would take for the interpreter.
   find_program(_customops_python_path "${CUSTOMOPS_PYTHON}" NO_CACHE REQUIRED)
-  set(CUSTOMOPS_PYTHON "${_customops_python_path}")
+  set(CUSTOMOPS_PYTHON "${_customops_python_path}" CACHE FILEPATH "Python interpreter whose torch is built against"
+      FORCE)
 endif()
 set(CUSTOMOPS_PYTHON "${CUSTOMOPS_PYTHON}" CACHE FILEPATH "Python interpreter whose torch is built against")
 

@@ -64,6 +64,22 @@ def test_cpu_only_build_of_a_cuda_torch_needs_no_cuda_compiler(tmp_path):
     assert "no CUDA compiler; linking torch's CUDA runtime" in done.stdout
 
 
+def test_a_bare_interpreter_name_survives_the_next_configure(tmp_path):
+    # A build configured with -DCUSTOMOPS_PYTHON=python3 configures again when a source is added (the globs'
+    # check): the second run must still find the interpreter.
+    env = _without_cuda(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "torchpython").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    (bin_dir / "torchpython").chmod(0o755)
+    env["PATH"] = os.pathsep.join([str(bin_dir), env["PATH"]])
+    build = tmp_path / "build"
+    for _ in range(2):
+        done = _configure(build, env, "-DCUSTOMOPS_WITH_CUDA=OFF", python="torchpython")
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"CUSTOMOPS_PYTHON:FILEPATH={bin_dir / 'torchpython'}" in _cache(build)
+
+
 def test_torch_outside_the_supported_range_is_refused(tmp_path):
     fake = tmp_path / "site" / "torch"
     (fake / "utils").mkdir(parents=True)
