@@ -4,7 +4,9 @@
 // Meta kernels, the autograd of the op and of its backward op (whose own gradient, the double backward,
 // evaluates the family's derivatives on ATen tensors, so it is differentiable in
 // turn), and the autocast policy: an op of one input runs in its dtype, an op of
-// several in the widest of theirs (as ATen's mul, autocast's "promote" list).
+// several in the widest of theirs (as ATen's mul, autocast's "promote" list). A family's
+// scalar arguments (kArgs) follow its tensors in every signature; autograd keeps them in
+// its saved data for the backward op and the double backward.
 #pragma once
 
 #include <ATen/ATen.h>
