@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from customops import _scalar_args
+from customops.deploy import tflite_env
 from customops.dev import new_op
 from fixtures import softcap as fixture
 from source_tree import copy_tracked_sources
@@ -133,9 +134,11 @@ _SITECUSTOMIZE = ("import sys\n"
                   "                    if not getattr(f, '__module__', type(f).__module__).startswith('_editable')]\n")
 # The generic tests that cover a pointwise op's paths on CPU: kernels against the reference, gradients to second
 # order, opcheck, compile (with a dynamic float), export, torch.func, the formulas, errors, the fuzzer, the
-# registry's checks, autocast, the property tests, ONNX.
+# registry's checks, autocast, the property tests, ONNX, TF-Lite (onnx2tf where the checkout has its environment;
+# litert-torch where this torch is in its range).
 TESTS = ["test_ops.py", "test_pointwise.py", "test_func.py", "test_registry.py", "test_fuzz.py",
-         "test_out_variants.py", "test_inductor.py", "test_autocast.py", "test_properties.py", "test_onnx.py"]
+         "test_out_variants.py", "test_inductor.py", "test_autocast.py", "test_properties.py", "test_onnx.py",
+         "test_tflite.py"]
 
 
 def _build(tree: Path) -> None:
@@ -155,6 +158,10 @@ def _pytest(tree: Path, *args: str) -> subprocess.CompletedProcess:
     (site / "sitecustomize.py").write_text(_SITECUSTOMIZE)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree / "python"), str(site)]),
            "CUSTOMOPS_LIBRARY": str(tree / "build/libcustomops.so"), "CUSTOMOPS_BUILD_DIR": str(tree / "build")}
+    try:  # the copy has no TF-Lite environment of its own: the checkout's, where it has one
+        env.setdefault("CUSTOMOPS_TFLITE_PYTHON", tflite_env.python())
+    except (RuntimeError, FileNotFoundError):
+        pass
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--op", fixture.NAME,
                            *args], cwd=tree / "tests/python", capture_output=True, text=True, env=env, timeout=3600)
 
