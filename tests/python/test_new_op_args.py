@@ -11,7 +11,6 @@ from __future__ import annotations
 import ast
 import os
 import re
-import shlex
 import shutil
 import subprocess
 import sys
@@ -23,7 +22,7 @@ from customops import _scalar_args
 from customops.deploy import tflite_env
 from customops.dev import new_op
 from fixtures import softcap as fixture
-from source_tree import copy_tracked_sources
+from source_tree import build_copy, copy_tracked_sources
 
 pytestmark = pytest.mark.torch_independent
 
@@ -142,14 +141,7 @@ TESTS = ["test_ops.py", "test_pointwise.py", "test_func.py", "test_registry.py",
 
 
 def _build(tree: Path) -> None:
-    configure = ("" if (tree / "build" / "build.ninja").exists() else
-                 f"cmake -S . -B build -G Ninja -DCUSTOMOPS_PYTHON={shlex.quote(sys.executable)} "
-                 "-DCUSTOMOPS_WITH_CUDA=OFF -DCUSTOMOPS_BUILD_EXAMPLES=OFF -DCUSTOMOPS_STAGE_PYTHON=OFF "
-                 "-DCMAKE_BUILD_TYPE=Release && ")
-    script = f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && {configure}cmake --build build --target customops"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "CMAKE_"))}
-    done = subprocess.run(["bash", "-c", script], cwd=tree, capture_output=True, text=True, env=env, timeout=3600)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    build_copy(tree, "-DCMAKE_BUILD_TYPE=Release")
 
 
 def _pytest(tree: Path, *args: str) -> subprocess.CompletedProcess:

@@ -23,7 +23,7 @@ import pytest
 
 from customops.dev import new_op, template_op
 from conftest import FULL_TESTS
-from source_tree import copy_tracked_sources
+from source_tree import build_copy, build_env, copy_tracked_sources
 
 pytestmark = pytest.mark.torch_independent
 
@@ -163,13 +163,8 @@ def built(tmp_path_factory):
     tree = tmp_path_factory.mktemp("templates") / "customops"
     copy_tracked_sources(tree)
     assert new_op.main([BUILT["one_input"], "--like", "one_input", "--root", str(tree)]) == 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CCACHE_", "CMAKE_"))}
-    configure = (f"cmake -S . -B build -G Ninja -DCUSTOMOPS_PYTHON={shlex.quote(sys.executable)} "
-                 "-DCUSTOMOPS_WITH_CUDA=OFF -DCUSTOMOPS_BUILD_TESTS=OFF -DCUSTOMOPS_BUILD_EXAMPLES=OFF "
-                 "-DCUSTOMOPS_STAGE_PYTHON=OFF")
-    build = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && {configure} && "
-                 "cmake --build build --target customops", env)
-    assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
+    env = build_env()
+    build_log = build_copy(tree, "-DCUSTOMOPS_BUILD_TESTS=OFF")
     # Its C++ files alone: its Python modules would refer to an op the library, not linked again, lacks.
     two = BUILT["two_inputs"]
     for path, text in new_op.plan_op(tree, two, "two_inputs").writes.items():
@@ -186,7 +181,7 @@ def built(tmp_path_factory):
     packages = {sysconfig.get_paths()[key] for key in ("purelib", "platlib")}
     env.update(CUSTOMOPS_LIBRARY=str(tree / "build" / "libcustomops.so"), CUSTOMOPS_BUILD_DIR=str(tree / "build"),
                PYTHONPATH=os.pathsep.join([str(tree / "python"), *sorted(packages)]))
-    return tree, env, [sys.executable, "-S"], build.stdout + compiled.stdout
+    return tree, env, [sys.executable, "-S"], build_log + compiled.stdout
 
 
 def test_a_new_op_from_a_template_builds_and_fails_its_run_until_its_todos_are_done(built):
@@ -296,9 +291,7 @@ def test_a_templates_code_is_right_once_its_maths_is_written(built):
             assert old in text, f"{rel}: {old}"
             text = text.replace(old, new)
         (tree / rel).write_text(text)
-    rebuilt = _run(tree, f"ROOT={shlex.quote(str(tree))}; source scripts/caches.sh && cmake --build build "
-                   "--target customops", env)
-    assert rebuilt.returncode == 0, rebuilt.stdout[-3000:] + rebuilt.stderr[-3000:]
+    build_copy(tree)
     run = subprocess.run([*python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/python/test_ops.py",
                           "tests/python/test_func.py", "--op", one, "-k", "not cuda"], cwd=tree, env=env,
                          capture_output=True, text=True, timeout=1800)
