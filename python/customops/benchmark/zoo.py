@@ -209,48 +209,50 @@ def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device
     cuda = device.type == "cuda"
     sleep = GpuSleep(device) if cuda else None
 
-    def phases(model: nn.Module, sleep_ms: float) -> tuple[float, float, bool, bool]:
-        model.zero_grad(set_to_none=True)
+    def issued(work: Callable[[], object], sleep_ms: float) -> tuple[object, float, bool]:
+        """work() issued behind a sleep: its result, the host's ms, and whether the GPU caught up."""
         if cuda:
             torch.cuda.synchronize(device)
         asleep = sleep(sleep_ms) if cuda else None
         start = time.perf_counter()
+        result = work()
+        ms = (time.perf_counter() - start) * 1e3
+        return result, ms, cuda and asleep.query()
+
+    def forward(model: nn.Module) -> Tensor:
         with config.autocast_context(device):
             output = model(x)
-        loss = bench.loss_of(output)
-        forward = time.perf_counter() - start
-        forward_caught_up = cuda and asleep.query()
-        del output
+        return bench.loss_of(output)
+
+    def phases(model: nn.Module, sleep_ms: float) -> list[tuple[float, bool]]:
+        """(ms, caught up) of the model's forward and of its backward."""
+        model.zero_grad(set_to_none=True)
+        loss, forward_ms, forward_caught_up = issued(lambda: forward(model), sleep_ms)
+        _, backward_ms, backward_caught_up = issued(loss.backward, sleep_ms)
         if cuda:
             torch.cuda.synchronize(device)
-        asleep = sleep(sleep_ms) if cuda else None
-        start = time.perf_counter()
-        loss.backward()
-        backward = time.perf_counter() - start
-        backward_caught_up = cuda and asleep.query()
-        if cuda:
-            torch.cuda.synchronize(device)
-        return forward * 1e3, backward * 1e3, forward_caught_up, backward_caught_up
+        return [(forward_ms, forward_caught_up), (backward_ms, backward_caught_up)]
 
     # The sleep: four times the longest phase issued without one (the GPU's time included: an upper bound).
     sleep_ms = 20.0
     for model in models:
         for _ in range(2):
-            sleep_ms = max(sleep_ms, 4 * max(phases(model, 1.0)[:2]))
+            sleep_ms = max(sleep_ms, 4 * max(ms for ms, _ in phases(model, 1.0)))
     taken: list[tuple[list[float], list[float]]] = [([], []) for _ in models]
     caught_up = [0 for _ in models]
     for window in range(windows):
         for i in (range(len(models)) if window % 2 == 0 else reversed(range(len(models)))):
-            forward, backward, forward_caught_up, backward_caught_up = phases(models[i], sleep_ms)
-            caught_up[i] += forward_caught_up + backward_caught_up
-            if not forward_caught_up:
-                taken[i][0].append(forward)
-            if not backward_caught_up:
-                taken[i][1].append(backward)
+            for times, (ms, caught) in zip(taken[i], phases(models[i], sleep_ms)):
+                caught_up[i] += caught
+                if not caught:
+                    times.append(ms)
     for model in models:
         model.zero_grad(set_to_none=True)
-    return [Phases(statistics.median(f) if f else math.nan, statistics.median(b) if b else math.nan, c)
-            for (f, b), c in zip(taken, caught_up)]
+
+    def median(times: list[float]) -> float:
+        return statistics.median(times) if times else math.nan
+
+    return [Phases(median(f), median(b), c) for (f, b), c in zip(taken, caught_up)]
 
 
 def run(name: str, config_name: str, device: torch.device, batch: int, size: int, warmup: int, repeats: int,
