@@ -5,7 +5,9 @@ PyTorch per customops op and per output."""
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Dict, List, Optional, Sequence
+import copy
+import math
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -41,7 +43,7 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
           tflite_python: Optional[str] = None,
           tflite_resolvers: Optional[Sequence[str]] = None, save_tflite: Optional[str] = None,
           int8_calibration: Any = None, save_pte: Optional[str] = None,
-          save_instrumented: bool = False) -> ParityReport:
+          save_instrumented: bool = False, calls: Optional[Sequence[Any]] = None) -> ParityReport:
     """Exports ``model`` with ``torch.onnx.export(..., dynamo=True)``, runs the
     ONNX model in ONNX Runtime (or converts it to TF-Lite with onnx2tf and runs
     it in the LiteRT interpreter) on ``args``, and compares with eager PyTorch.
@@ -51,6 +53,23 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
             ``torch.export.ExportedProgram``.
         args, kwargs: example inputs (a tensor or a tuple of them, as
             torch.onnx.export takes them); the comparison runs on them.
+            Eager PyTorch runs on a copy of the model: the check leaves a
+            model with state (buffers its forward updates in place) as it was.
+        calls: with ``runtime="executorch"``, for a model with state (a
+            decoding step that updates a cache buffer in place): the inputs of
+            successive calls, each a tensor or a tuple as ``args`` (of their
+            shapes; ``kwargs`` go with every call). The model is exported once,
+            on ``args``; the buffers its graph mutates become the program's
+            mutable buffers, starting from the model's values at the check.
+            Eager PyTorch runs the calls in order on a copy of the model, and
+            ExecuTorch's runtime on one loaded method, which carries the state
+            from call to call. Every output and op is compared at each call
+            (the report keeps the largest difference and its call:
+            ``report.output_calls``, ``OpParity.call``), and each mutated
+            buffer after the last call (``report.state``). Without ``calls``,
+            the one call on ``args``, from the model's current state. ONNX
+            Runtime and TF-Lite models as this check exports them keep no
+            state: a model that updates buffers is reported unsupported there.
         runtime: ``"onnxruntime"``, ``"executorch"`` (``torch.export``, lowered by ExecuTorch with the
             XNNPACK delegate and with its portable kernels alone, both run by its runtime; every difference
             is the larger of the two), or ``"tflite"``: the model is exported at
@@ -109,13 +128,23 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
         raise ValueError("check: int8_calibration is for runtime='tflite' with converter='onnx2tf' (onnx2tf "
                          "quantizes with a representative dataset; litert-torch quantizes through its own PT2E "
                          "flow)")
+    if calls is not None and not executorch:
+        raise ValueError("check: calls is for runtime='executorch', whose programs keep a model's buffers from call "
+                         "to call")
     from . import graph as fx_graph
 
     args = args if isinstance(args, tuple) else (args,)
     kwargs = kwargs or {}
+    calls = [args] if calls is None else [c if isinstance(c, tuple) else (c,) for c in calls]
+    if not calls:
+        raise ValueError("check: calls is empty")
     eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
+    # A copy: the export below takes the model's buffers as they are, and the model stays as the caller left it.
+    eager = copy.deepcopy(eager)
     with torch.no_grad():
-        expected = [t for t in pytree.tree_leaves(eager(*args, **kwargs)) if isinstance(t, torch.Tensor)]
+        expected_calls = [[t for t in pytree.tree_leaves(eager(*c, **kwargs)) if isinstance(t, torch.Tensor)]
+                          for c in calls]
+    expected = expected_calls[0]
     program = None
     if direct:  # no ONNX on this path
         exported = model if isinstance(model, torch.export.ExportedProgram) else torch.export.export(
@@ -128,9 +157,20 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
             program = torch.onnx.export(model, args, kwargs=kwargs, dynamo=True, dynamic_shapes=dynamic_shapes,
                                         verbose=False)
         exported = program.exported_program
+    if not executorch:
+        mutated = _mutated_buffers(exported if program is not None else exported.run_decompositions({}))
+        if mutated:
+            report = ParityReport(atol=atol, runtime=runtime, converter=converter if runtime == "tflite" else "",
+                                  onnx_program=program, provider="not run")
+            report.flags.append(Flag("model", "unsupported", (
+                f"the model updates buffers in place ({', '.join(mutated)}), which the {runtime} model as exported "
+                "here drops (no state between calls); check it with runtime='executorch', or make the state an "
+                "input and its next value an output")))
+            return report
     ops = [n for n in exported.graph.nodes if fx_graph.is_op_of(n, "customops")]
-    inputs = [a for a in pytree.tree_leaves((args, kwargs)) if isinstance(a, torch.Tensor)]
-    intermediates = _eager_intermediates(exported, inputs, {n.name for n in ops})
+    call_inputs = [[a for a in pytree.tree_leaves((c, kwargs)) if isinstance(a, torch.Tensor)] for c in calls]
+    inputs = call_inputs[0]
+    intermediate_calls = _eager_intermediates(exported, call_inputs, {n.name for n in ops})
 
     if runtime == "tflite":
         from . import tflite
@@ -146,13 +186,14 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
     if executorch:
         from . import pte
 
-        converted = pte.run(exported, inputs, [n.name for n in ops], len(expected), keep=save_pte,
+        converted = pte.run(exported, call_inputs, [n.name for n in ops], len(expected), keep=save_pte,
                             instrumented=save_instrumented)
         names = [f"output[{i}]" for i in range(len(expected))] + [n.name for n in ops]
         values = {n.name: n.name for n in ops}
         describe = {n.name: pte.route(n) for n in ops}
         layout = None
-        report = ParityReport(atol=atol, runtime="executorch", provider="ExecuTorch: " + ", ".join(pte.LOWERINGS))
+        report = ParityReport(atol=atol, runtime="executorch", provider="ExecuTorch: " + ", ".join(pte.LOWERINGS),
+                              calls=len(calls))
         report.pte_path, report.pte_operators = converted["pte"], converted["operators"]
     elif direct:
         from . import tflite_direct
@@ -188,23 +229,43 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
     if runtime == "tflite":
         report.tflite_path = converted["tflite"] if save_tflite else None
         report.tflite_operators = converted["operators"]
-    results = [dict(zip(names, outputs)) for outputs in converted["runs"].values()]
+    # Per call, each run's results by name (ExecuTorch's runs hold one list of outputs per call).
+    runs = converted["runs"].values()
+    results = ([[dict(zip(names, per_call[c])) for per_call in runs] for c in range(len(calls))] if executorch
+               else [[dict(zip(names, outputs)) for outputs in runs]])
+    at = (lambda c: f" at call {c}") if len(calls) > 1 else (lambda c: "")
 
-    def worst(want: torch.Tensor, name: str) -> Optional[float]:
-        got = [r[name] for r in results if name in r]
-        return max(_max_abs_diff(want, g, layout) for g in got) if got else None
+    def worst(wants: List[torch.Tensor], name: str) -> Tuple[Optional[float], int]:
+        """The largest difference over the runs and the calls (NaN first), and its call; None where not found."""
+        found = [(_max_abs_diff(want, r[name], layout), c) for c, (want, per_call) in enumerate(zip(wants, results))
+                 for r in per_call if name in r]
+        if not found:
+            return None, 0
+        return max(found, key=lambda dc: (math.isnan(dc[0]), dc[0]))
 
-    for i, want in enumerate(expected):
-        report.outputs.append(worst(want, names[i]))
-        if report.outputs[-1] > atol:
-            report.flags.append(Flag("model", "mismatch", f"output[{i}] differs by {report.outputs[-1]:.2e}"))
+    for i in range(len(expected)):
+        diff, call = worst([e[i] for e in expected_calls], names[i])
+        report.outputs.append(diff)
+        report.output_calls.append(call)
+        if not diff <= atol:
+            report.flags.append(Flag("model", "mismatch", f"output[{i}] differs by {diff:.2e}{at(call)}"))
     for node in ops:
-        diff = worst(intermediates[node.name], values[node.name]) if values[node.name] else None
+        want = [i[node.name] for i in intermediate_calls]
+        diff, call = worst(want, values[node.name]) if values[node.name] else (None, 0)
         parity = OpParity(node.name, f"customops.{node.target._opname}", fx_graph.module_path(node),
-                          describe[node.name], tuple(intermediates[node.name].shape), diff)
+                          describe[node.name], tuple(want[0].shape), diff, call)
         report.ops.append(parity)
-        if diff is not None and diff > atol:
-            report.flags.append(Flag(node.name, "mismatch", f"{parity.op} differs by {diff:.2e} ({parity.onnx})"))
+        if diff is not None and not diff <= atol:
+            report.flags.append(Flag(node.name, "mismatch",
+                                     f"{parity.op} differs by {diff:.2e}{at(call)} ({parity.onnx})"))
+    buffers = dict(eager.named_buffers())
+    for lowering, final in converted.get("state", {}).items():
+        for name, got in final.items():
+            diff = _max_abs_diff(buffers[name], got)
+            report.state[name] = max(report.state.get(name, 0.0), diff, key=lambda d: (math.isnan(d), d))
+    for name, diff in report.state.items():
+        if not diff <= atol:
+            report.flags.append(Flag("model", "mismatch", f"buffer {name} after the last call differs by {diff:.2e}"))
     report.flags += list(_flags(exported, program, ops, runtime, direct, gather_limit_bytes, report))
     if runtime == "tflite" and int8_calibration is not None:
         report.int8_outputs = _int8_errors(tflite, extended, inputs, expected, int8_calibration, tflite_python)
@@ -249,13 +310,20 @@ def _own_outputs(proto, n_outputs: int):
     return own
 
 
-def _eager_intermediates(exported: torch.export.ExportedProgram, inputs, names) -> Dict[str, torch.Tensor]:
-    """The results of the named nodes, computed by PyTorch on ``inputs`` (the
-    customops kernels for customops nodes) through the exported program."""
+def _eager_intermediates(exported: torch.export.ExportedProgram, calls, names) -> List[Dict[str, torch.Tensor]]:
+    """Per call (each a list of inputs, run in order), the results of the named
+    nodes, computed by PyTorch (the customops kernels for customops nodes)
+    through the exported program, on a copy of its state."""
     from .graph import run_recording
 
+    module = copy.deepcopy(exported.module())
     with torch.no_grad():
-        return run_recording(exported.module(), inputs, set(names))[1]
+        return [run_recording(module, inputs, set(names))[1] for inputs in calls]
+
+
+def _mutated_buffers(exported: torch.export.ExportedProgram) -> List[str]:
+    """The buffers a functional exported program's graph updates (ONNX's and litert-torch's export drop them)."""
+    return sorted(set(exported.graph_signature.buffers_to_mutate.values()))
 
 
 def _provider(ort, providers, inputs) -> str:

@@ -3,10 +3,16 @@ decomposes the operators into core ATen) twice, with the XNNPACK delegate and wi
 its runtime runs both programs in this process. As on the direct TF-Lite path, the lowered module returns each
 customops op's result beside the model's outputs; the program kept on request is the model's own (its outputs
 only, XNNPACK), the one to deploy.
+
+Buffers the graph mutates (a decoding state) become the program's mutable buffers, initialised with their values at
+export (InitializedMutableBufferPass: ExecuTorch otherwise serialises their shape alone) and named in the program
+(``emit_mutable_buffer_names``), so that a loaded method starts where the module was, carries the state from call
+to call, and gives its final value back (``get_attribute``).
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Dict, List, Optional, Sequence
 
 import torch
@@ -35,15 +41,31 @@ def _require():
 
 
 def lower(exported: torch.export.ExportedProgram, lowering: str = "xnnpack"):
-    """The ExecuTorch program (``ExecutorchProgramManager``; ``.buffer`` is the .pte) of ``exported``."""
-    from executorch.exir import to_edge_transform_and_lower
+    """The ExecuTorch program (``ExecutorchProgramManager``; ``.buffer`` is the .pte) of ``exported``, its mutated
+    buffers initialised with their values in ``exported`` and named (:func:`mutable_buffers` lists them)."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
     partitioner = None
     if lowering == "xnnpack":
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
         partitioner = [XnnpackPartitioner()]
-    return to_edge_transform_and_lower(exported, partitioner=partitioner).to_executorch()
+    edge = to_edge_transform_and_lower(exported, partitioner=partitioner)
+    signature = edge.exported_program().graph_signature
+    mutated = set(signature.buffers_to_mutate.values())
+    # The pass matches placeholder names (b_<fqn>), by substring: the mutated buffers' exact names.
+    placeholders = [name for name, fqn in signature.inputs_to_buffers.items() if fqn in mutated]
+    config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(placeholders)] if placeholders else [],
+                                     emit_mutable_buffer_names=True)
+    with warnings.catch_warnings():  # that mutated buffers start uninitialised unless named: these are named
+        warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected")
+        return edge.to_executorch(config)
+
+
+def mutable_buffers(program) -> List[str]:
+    """The fully qualified names of the buffers a lowered program's graph mutates (its state between calls)."""
+    return sorted(set(program.exported_program().graph_signature.buffers_to_mutate.values()))
 
 
 def operators(program) -> Dict[str, int]:
@@ -77,31 +99,51 @@ def execute(buffer: bytes, inputs: Sequence[torch.Tensor]) -> List[torch.Tensor]
     return [t.clone() for t in outputs]
 
 
-def run(exported: torch.export.ExportedProgram, inputs: Sequence[torch.Tensor], value_nodes: List[str],
-        n_outputs: int, keep: Optional[str] = None, instrumented: bool = False) -> dict:
-    """Lowers ``exported`` both ways and runs each program on ``inputs``.
+def execute_calls(buffer: bytes, calls: Sequence[Sequence[torch.Tensor]], state: Sequence[str] = ()) -> tuple:
+    """Runs the program in ``buffer`` once per entry of ``calls`` (each the inputs of one call) on one loaded
+    method, which carries its mutable buffers from call to call: (each call's outputs, {name: the final value} of
+    the mutable buffers named in ``state``)."""
+    from executorch.runtime import Runtime
 
-    Returns ``{"runs": {lowering: [the model's outputs, then each value node's result]}, "operators": {lowering:
-    {kernel: count}}, "pte": keep}``."""
+    program = Runtime.get().load_program(buffer)  # reads ``buffer``: it must outlive the calls
+    method = program.load_method("forward")
+    outputs = [[t.clone() for t in method.execute(list(inputs))] for inputs in calls]
+    # By name (emit_mutable_buffer_names); the loaded method's own object has get_attribute, its wrapper not.
+    final = {name: method._method.get_attribute(name).clone() for name in state}
+    del method, program
+    return outputs, final
+
+
+def run(exported: torch.export.ExportedProgram, calls: Sequence[Sequence[torch.Tensor]], value_nodes: List[str],
+        n_outputs: int, keep: Optional[str] = None, instrumented: bool = False) -> dict:
+    """Lowers ``exported`` both ways and runs each program over ``calls`` (each the inputs of one call; one loaded
+    method runs them in order, its mutable buffers carried from call to call).
+
+    Returns ``{"runs": {lowering: per call, [the model's outputs, then each value node's result]}, "state":
+    {lowering: {buffer: its value after the last call}}, "operators": {lowering: {kernel: count}}, "pte": keep}``
+    (``state`` names the buffers as ``exported`` does)."""
     _require()
-    inputs = [t.detach().cpu() for t in inputs]
-    extended = torch.export.export(WithValues(exported, value_nodes), tuple(inputs))
-    runs, kernels, kept = {}, {}, None
+    calls = [[t.detach().cpu() for t in inputs] for inputs in calls]
+    extended = torch.export.export(WithValues(exported, value_nodes), tuple(calls[0]))
+    runs, state, kernels, kept = {}, {}, {}, None
     for lowering in LOWERINGS:
         program = lower(extended, lowering)
         kernels[lowering] = operators(program)
-        runs[lowering] = execute(program.buffer, inputs)
+        names = mutable_buffers(program)
+        runs[lowering], final = execute_calls(program.buffer, calls, names)
+        # WithValues holds the model as its submodule ``module``.
+        state[lowering] = {name.removeprefix("module."): value for name, value in final.items()}
         if lowering == "xnnpack" and instrumented:
             kept = program.buffer
     if keep is not None:
         with open(keep, "wb") as f:
             f.write(kept if kept is not None else lower(exported, "xnnpack").buffer)
     expected = n_outputs + len(value_nodes)
-    for lowering, outputs in runs.items():
-        if len(outputs) != expected:
-            raise RuntimeError(f"customops.deploy: the ExecuTorch program ({lowering}) has {len(outputs)} outputs, "
-                               f"expected {expected}")
-    return {"runs": runs, "operators": kernels, "pte": keep}
+    for lowering, per_call in runs.items():
+        if any(len(outputs) != expected for outputs in per_call):
+            raise RuntimeError(f"customops.deploy: the ExecuTorch program ({lowering}) has "
+                               f"{len(per_call[0])} outputs, expected {expected}")
+    return {"runs": runs, "state": state, "operators": kernels, "pte": keep}
 
 
 def route(node: torch.fx.Node) -> str:

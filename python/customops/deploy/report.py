@@ -20,6 +20,7 @@ class OpParity:
     onnx: str  # what it became, e.g. "Resize(linear, asymmetric)"; in ExecuTorch, its route (pte.route)
     shape: Tuple[int, ...]
     max_abs_diff: Optional[float]  # None where its value was not found in the ONNX graph
+    call: int = 0  # the call (of ``check(..., calls=...)``) of the largest difference
 
 
 @dataclass
@@ -41,6 +42,11 @@ class ParityReport:
 
     ops: List[OpParity] = field(default_factory=list)
     outputs: List[float] = field(default_factory=list)  # max |eager - runtime| per flattened model output
+    # With ``check(..., calls=...)``: how many calls were compared, the call of each output's largest difference,
+    # and per buffer the model's graph mutates (its state), max |eager - runtime| after the last call.
+    calls: int = 1
+    output_calls: List[int] = field(default_factory=list)
+    state: Dict[str, float] = field(default_factory=dict)
     flags: List[Flag] = field(default_factory=list)
     atol: float = 1e-4
     provider: str = ""  # ONNX Runtime's execution provider, or the LiteRT kernel options run
@@ -74,12 +80,20 @@ class ParityReport:
         runtime = {"onnxruntime": "ONNX Runtime", "executorch": "ExecuTorch"}.get(self.runtime,
                                                                                  f"TF-Lite via {self.converter}")
         rows = [(p.op.removeprefix("customops."), p.node, p.module or "-", p.onnx, _shape(p.shape),
-                 _number(p.max_abs_diff)) for p in self.ops]
-        rows += [(f"output[{i}]", "", "", "", "", _number(d)) for i, d in enumerate(self.outputs)]
+                 _number(p.max_abs_diff), str(p.call)) for p in self.ops]
+        calls = self.output_calls or [0] * len(self.outputs)
+        rows += [(f"output[{i}]", "", "", "", "", _number(d), str(c))
+                 for i, (d, c) in enumerate(zip(self.outputs, calls))]
+        rows += [(f"buffer {name}", "", "", "", "", _number(d), "last") for name, d in self.state.items()]
+        if self.calls > 1:  # which call gave each largest difference
+            header += ("call",)
+        else:
+            rows = [r[:-1] for r in rows]
         widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
         line = lambda r: "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
         opset = f", opset {self.opset}" if self.opset else ""
-        lines = [f"customops parity: eager PyTorch vs {runtime} ({self.provider}{opset}), atol {self.atol:g}",
+        over = f", over {self.calls} calls" if self.calls > 1 else ""
+        lines = [f"customops parity: eager PyTorch vs {runtime} ({self.provider}{opset}), atol {self.atol:g}{over}",
                  line(header), *map(line, rows)]
         if not self.ops:
             lines.append("  (no customops ops in the model)")
