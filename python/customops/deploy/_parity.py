@@ -252,7 +252,7 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
     for node in ops:
         want = [i[node.name] for i in intermediate_calls]
         diff, call = worst(want, values[node.name]) if values[node.name] else (None, 0)
-        parity = OpParity(node.name, f"customops.{node.target._opname}", fx_graph.module_path(node),
+        parity = OpParity(node.name, _op_name(node.target), fx_graph.module_path(node),
                           describe[node.name], tuple(want[0].shape), diff, call)
         report.ops.append(parity)
         if diff is not None and not diff <= atol:
@@ -319,6 +319,12 @@ def _eager_intermediates(exported: torch.export.ExportedProgram, calls, names) -
     module = copy.deepcopy(exported.module())
     with torch.no_grad():
         return [run_recording(module, inputs, set(names))[1] for inputs in calls]
+
+
+def _op_name(target) -> str:
+    """``customops.<op>``, and ``.<overload>`` for an overload other than the default (``causal_conv1d.update``)."""
+    overload = "" if target._overloadname == "default" else f".{target._overloadname}"
+    return f"customops.{target._opname}{overload}"
 
 
 def _mutated_buffers(exported: torch.export.ExportedProgram) -> List[str]:

@@ -155,7 +155,11 @@ def route(node: torch.fx.Node) -> str:
 
     args, kwargs = tree_map(lambda a: a.meta.get("val") if isinstance(a, torch.fx.Node) else a,
                             (node.args, node.kwargs))
-    op = node.target._opname
+    op, overload = node.target._opname, node.target._overloadname
+    if overload != "default":  # its own decomposition, or customops' kernel alone (causal_conv1d.update)
+        if node.target in customops_executorch.decompositions():
+            return "decomposed (core ATen)"
+        return f"customops kernel ({op}.{overload}_out)"
     by_route = (f"customops kernel ({op}.out)" if customops_executorch.uses_kernel(op, *args, **kwargs)
                 else "decomposed (core ATen)")
     if customops_executorch.xnnpack_takes(op, *args, **kwargs):
