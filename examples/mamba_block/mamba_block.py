@@ -10,10 +10,11 @@ training and prefill call over ``(B, L, D)`` and returns the convolution's final
 ``conv_state`` buffer in place. Every decoded step equals the forward of the whole sequence at that step.
 
 The script trains a few steps on a toy task, prefills a prompt, decodes the rest and checks it against the forward,
-then exports the decoding step (``torch.export``: the buffer shows as a mutated buffer), lowers it to an ExecuTorch
-program (the state a mutable buffer of the program, updated by customops' kernel), runs a few steps in ExecuTorch's
-runtime after a prompt prefilled in PyTorch, against the whole sequence's forward. Needs ``pip install
-executorch`` and customops' ExecuTorch kernels for the last part (skipped without them).
+then checks the decoding step in ExecuTorch after a prompt prefilled in PyTorch with ``customops.deploy.check(...,
+runtime="executorch", calls=...)``: the step exported (``torch.export``: the buffer shows as a mutated buffer) and
+lowered to a program whose mutable ``conv_state`` starts from the prefill's state and is updated by customops'
+kernel, run by ExecuTorch's runtime one token a call against the eager steps. Needs ``pip install executorch`` and
+customops' ExecuTorch kernels for the last part (skipped without them).
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
 import customops
+import customops.deploy
 
 
 class MambaStyleBlock(nn.Module):
@@ -114,33 +116,14 @@ def export_step(block: MambaStyleBlock, token: Tensor) -> torch.export.ExportedP
         return torch.export.export(DecodeStep(block).eval(), (token,))
 
 
-def to_executorch(exported: torch.export.ExportedProgram, xnnpack: bool = True):
-    """The ExecuTorch program of the exported step. ExecuTorch serialises a mutated buffer's shape alone unless
-    told otherwise: InitializedMutableBufferPass keeps ``conv_state``'s value at export (a prefill's state, or
-    zeros), so that the program starts where the module was."""
-    from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
-    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
-
-    partitioner = None
-    if xnnpack:
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-
-        partitioner = [XnnpackPartitioner()]
-    config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(["conv_state"])])
-    return to_edge_transform_and_lower(exported, partitioner=partitioner).to_executorch(config)
-
-
-def executorch_steps(exported: torch.export.ExportedProgram, tokens: Tensor, xnnpack: bool = True) -> Tensor:
-    """Runs the exported step in ExecuTorch's runtime once per token of ``tokens`` (B, T, d_model), from the
-    state it was exported with, the program's mutable ``conv_state`` buffer carried from call to call:
-    (B, T, d_model)."""
-    from executorch.runtime import Runtime
-
-    customops.executorch.load_kernels()
-    buffer = to_executorch(exported, xnnpack).buffer  # the loaded program reads it: it must outlive the calls
-    method = Runtime.get().load_program(buffer).load_method("forward")
-    outs = [method.execute([tokens[:, t].contiguous()])[0].clone() for t in range(tokens.shape[1])]
-    return torch.stack(outs, dim=1)
+def check_executorch(block: MambaStyleBlock, tokens: Tensor, save_pte: Optional[str] = None, atol: float = 1e-5):
+    """The decoding step in ExecuTorch, one call per token of ``tokens`` (B, T, d_model), against eager steps:
+    ``customops.deploy.check`` exports it and lowers it (with XNNPACK and without) to a program whose mutable
+    ``conv_state`` starts from the block's state (a prefill's) and is carried from call to call, and compares each
+    call's output and the final state. The block is left as it was; ``save_pte`` writes the program (XNNPACK)."""
+    calls = [tokens[:, t].contiguous() for t in range(tokens.shape[1])]
+    return customops.deploy.check(DecodeStep(block).eval(), (calls[0],), runtime="executorch", calls=calls,
+                                  atol=atol, save_pte=save_pte)
 
 
 def main(argv=None) -> int:
@@ -167,17 +150,15 @@ def main(argv=None) -> int:
     if importlib.util.find_spec("executorch") is None or customops.executorch.kernel_library() is None:
         print("ExecuTorch: skipped (needs executorch and customops' ExecuTorch kernels)")
         return 0
-    # The prompt prefilled in PyTorch, the rest decoded by ExecuTorch from the exported state.
+    # The prompt prefilled in PyTorch, the rest decoded by ExecuTorch from the prefill's state.
     block.prefill(x[:, :args.tokens])
-    exported = export_step(block, x[:, 0])
-    tokens = x[:, args.tokens:]
-    got = executorch_steps(exported, tokens)
-    print(f"ExecuTorch, {tokens.shape[1]} steps after the prefill: largest difference from the forward "
-          f"{float((got - full[:, args.tokens:]).abs().max()):.2e}")
+    pte = None
     if args.out:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "mamba_step.pte").write_bytes(to_executorch(exported).buffer)
-    return 0 if float((got - full[:, args.tokens:]).abs().max()) <= 1e-5 else 1
+        pte = str(args.out / "mamba_step.pte")
+    report = check_executorch(block, x[:, args.tokens:], save_pte=pte)
+    print(report)
+    return 0 if report.ok else 1
 
 
 if __name__ == "__main__":

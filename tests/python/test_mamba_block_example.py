@@ -1,6 +1,7 @@
 """The Mamba-style block of examples/mamba_block/: it trains (gradients reach every parameter), prefill then decode
 equals its forward, its decoding step compiles whole and exports with the state a mutated buffer, and lowers to an
-ExecuTorch program whose runtime carries the state from step to step as eager PyTorch does."""
+ExecuTorch program whose runtime carries the state from step to step as eager PyTorch does (customops.deploy.check
+over several calls)."""
 
 from __future__ import annotations
 
@@ -80,18 +81,43 @@ needs_executorch = pytest.mark.skipif(
 
 
 @needs_executorch
-@pytest.mark.parametrize("xnnpack", [False, True], ids=["portable", "xnnpack"])
-def test_executorch_decodes_after_a_prefill(xnnpack):
-    # The prompt prefilled in PyTorch, the step exported with that state and lowered (the state a mutable buffer of
-    # the program, updated by customops' kernel), then a few steps in ExecuTorch's runtime: the whole sequence's
-    # forward at each step.
+def test_executorch_decodes_after_a_prefill(tmp_path):
+    # The prompt prefilled in PyTorch, then three tokens checked by customops.deploy.check: the step's program (with
+    # XNNPACK and without) starts from the prefill's state and carries it from call to call, each call's output and
+    # the final state against eager steps.
+    from customops.deploy.pte import execute_calls
+
     block = _block(batch=1)
     x = torch.randn(1, 6, 8)
     with torch.no_grad():
         full, _ = block(x)
     block.prefill(x[:, :3])
-    got = mamba_block.executorch_steps(mamba_block.export_step(block, x[:, 0]), x[:, 3:], xnnpack)
-    torch.testing.assert_close(got, full[:, 3:], rtol=1e-5, atol=1e-5)
+    state = block.conv_state.clone()
+    report = mamba_block.check_executorch(block, x[:, 3:], save_pte=str(tmp_path / "step.pte"))
+    assert report.ok and report.calls == 3, report
+    assert set(report.state) == {"block.conv_state"} and report.state["block.conv_state"] <= 1e-5, report
+    assert {p.op: p.onnx for p in report.ops}["customops.causal_conv1d.update"] == \
+        "customops kernel (causal_conv1d.update_out)", report
+    for lowering in ("xnnpack", "portable"):  # the update on customops' kernel
+        assert report.pte_operators[lowering].get("customops::causal_conv1d") == 1, report.pte_operators
+    torch.testing.assert_close(block.conv_state, state, rtol=0, atol=0)  # the check leaves the block as it was
+    # The saved program, the one to deploy, decodes the rest of the sequence from the prefill as the forward does.
+    outputs, _ = execute_calls((tmp_path / "step.pte").read_bytes(), [[x[:, t].contiguous()] for t in range(3, 6)])
+    torch.testing.assert_close(torch.stack([o[0] for o in outputs], dim=1), full[:, 3:], rtol=1e-5, atol=1e-5)
+
+
+@needs_executorch
+def test_a_program_without_the_prefill_fails(monkeypatch):
+    # ExecuTorch's default for a mutated buffer, its shape alone: the program would decode without the prompt.
+    from executorch.exir.pass_base import ExportPass
+    from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+
+    monkeypatch.setattr(InitializedMutableBufferPass, "placeholder", ExportPass.placeholder)
+    block = _block(batch=1)
+    x = torch.randn(1, 6, 8)
+    block.prefill(x[:, :3])
+    report = mamba_block.check_executorch(block, x[:, 3:])
+    assert not report.ok and report.outputs[0] > 1e-3, report
 
 
 def test_the_script(tmp_path):
