@@ -42,11 +42,6 @@ class ParityReport:
 
     ops: List[OpParity] = field(default_factory=list)
     outputs: List[float] = field(default_factory=list)  # max |eager - runtime| per flattened model output
-    # With ``check(..., calls=...)``: how many calls were compared, the call of each output's largest difference,
-    # and per buffer the model's graph mutates (its state), max |eager - runtime| after the last call.
-    calls: int = 1
-    output_calls: List[int] = field(default_factory=list)
-    state: Dict[str, float] = field(default_factory=dict)
     flags: List[Flag] = field(default_factory=list)
     atol: float = 1e-4
     provider: str = ""  # ONNX Runtime's execution provider, or the LiteRT kernel options run
@@ -61,6 +56,11 @@ class ParityReport:
     pte_path: Optional[str] = None  # with runtime "executorch": the model's program, where check() was asked to keep it
     # Per lowering ("xnnpack", "portable"): the program's kernels and their counts ("xnnpack": delegate calls).
     pte_operators: Dict[str, Dict[str, int]] = field(default_factory=dict)
+    # How many calls were compared (``check(..., calls=...)``), the call of each output's largest difference, and
+    # (ExecuTorch) per buffer the model's graph mutates, its state, max |eager - runtime| after the last call.
+    calls: int = 1
+    output_calls: List[int] = field(default_factory=list)
+    state: Dict[str, float] = field(default_factory=dict)
 
     @property
     def max_abs_diff(self) -> float:
