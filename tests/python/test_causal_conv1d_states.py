@@ -9,7 +9,7 @@ import torch
 from torch.testing import make_tensor
 
 import customops
-from conftest import requires_cuda
+from conftest import cuda_kernel_names, requires_cuda
 from op_db.causal_conv1d import _causal_conv1d_ref, mamba_samples
 
 pytestmark = pytest.mark.torch_dependent
@@ -268,3 +268,49 @@ def test_cuda_seq_idx_and_the_current_stream():
         got = customops.causal_conv1d(x.cuda(), w.cuda(), seq_idx=seq.cuda(), activation="silu")
     stream.synchronize()
     torch.testing.assert_close(got.cpu(), want, rtol=1e-12, atol=1e-12)
+
+
+@requires_cuda
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("width", [2, 3, 4])
+@pytest.mark.parametrize("extra", ["silu_initial_states", "silu_seq_idx", "initial_states", "seq_idx"])
+def test_cuda_channel_last_kernels_match_the_reference(dtype, width, extra):
+    # Mamba's layout with whole 16-byte vectors of channels takes the kernels that walk runs of steps (named
+    # channel_last): the forward and every gradient against the float64 reference, over several runs per row,
+    # sequence boundaries at and beside the runs' edges (multiples of 16), and the same bits twice.
+    B, C, L = 2, 32, 300
+    gen = torch.Generator().manual_seed(width)
+    x = torch.randn(B, L, C, generator=gen).to("cuda", dtype).transpose(1, 2).requires_grad_()
+    w = (torch.randn(C, width, generator=gen) / 2).to("cuda", dtype).requires_grad_()
+    b = torch.randn(C, generator=gen).to("cuda", dtype).requires_grad_()
+    kwargs = {"activation": "silu" if extra.startswith("silu") else None}
+    leaves = [x, w, b]
+    if extra.endswith("seq_idx"):
+        cuts = torch.tensor([1, 15, 16, 17, 31, 32, 33, 64, 100, 128, 129, 255, 256, 299])
+        row = (torch.arange(L)[:, None] >= cuts).sum(1).to(torch.int32)
+        kwargs["seq_idx"] = torch.stack([row, row.flip(0).neg() + row.max()]).contiguous().cuda()
+    else:
+        kwargs["initial_states"] = torch.randn(B, width - 1, C, generator=gen).to("cuda", dtype).transpose(1, 2)
+        kwargs["initial_states"].requires_grad_()
+        leaves.append(kwargs["initial_states"])
+    grad = torch.randn(B, L, C, generator=gen).to("cuda", dtype).transpose(1, 2)
+
+    def run():
+        out = customops.causal_conv1d(x, w, b, **kwargs)
+        return [out, *torch.autograd.grad(out, leaves, grad)]
+
+    names = cuda_kernel_names(run)
+    assert any("channel_last" in n for n in names), sorted(set(names))
+    got, again = run(), run()
+    refs = [t.detach().cpu().double().requires_grad_() for t in leaves]
+    ref_kwargs = {k: v.cpu() if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()}
+    if "initial_states" in ref_kwargs:
+        ref_kwargs["initial_states"] = refs[3]
+    want_out = _causal_conv1d_ref(refs[0], refs[1], refs[2], **ref_kwargs)
+    want = [want_out.detach(), *torch.autograd.grad(want_out, refs, grad.cpu().double())]
+    assert _channel_last(got[0]) and _channel_last(got[1])
+    rtol, atol = TOLERANCES[dtype]
+    for i, (g, e, r) in enumerate(zip(got, want, again)):
+        scale = max(1.0, e.abs().max().item())
+        torch.testing.assert_close(g.cpu().double(), e, rtol=rtol, atol=atol * scale, msg=lambda m: f"result {i}: {m}")
+        assert torch.equal(g, r), f"result {i} differs between two runs"

@@ -1,8 +1,11 @@
 // causal_conv1d.mamba on CUDA: the training call with Mamba's arguments (a fused SiLU, seq_idx, initial_states),
-// x, initial_states and grad_out read in place through their strides (Mamba's channel-last layout included), the
-// results in x's layout. One thread per output; the weight and bias gradients are one block per channel, reduced
-// in a fixed order (the same bits every run).
+// x, initial_states and grad_out read in place through their strides, the results in x's layout. Mamba's own
+// layout (channel-last, 16-byte vectors of channels, widths 2 to 4) takes the kernels of channel_last.cu, which
+// walk runs of steps with the filter's window in registers. Every other layout and width takes the generic kernels
+// here: one thread per output; the weight and bias gradients one block per channel, reduced in a fixed order (the
+// same bits every run).
 #include "kernels/causal_conv1d.h"
+#include "kernels/cuda/causal_conv1d/channel_last.h"
 #include "kernels/cuda/common/device_guard.h"
 #include "kernels/cuda/common/launch.cuh"
 
@@ -213,6 +216,10 @@ at::Tensor causal_conv1d_mamba(const at::Tensor& x, const at::Tensor& weight, co
   const KernelGuard guard(x.device());
   at::Tensor out = causal_conv1d_impl::empty_like_layout(x);
   if (out.numel() == 0) return out;
+  if (causal_conv1d_channel_last::takes(x, weight.size(1))) {
+    causal_conv1d_channel_last::forward(x, p.weight, p.bias, p.seq_idx, p.init, p.silu, out);
+    return out;
+  }
   const bool channel_last = causal_conv1d_impl::channel_last(x);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "causal_conv1d_mamba_cuda", [&] {
     forward_kernel<scalar_t><<<launch::blocks_for(out.numel()), kThreads, 0, at::cuda::getCurrentCUDAStream()>>>(
@@ -236,6 +243,15 @@ causal_conv1d_impl::StateGrads causal_conv1d_mamba_backward(
   if (output_mask[1]) gw = at::empty({C, K}, weight.options());
   if (output_mask[2]) gb = at::empty({C}, x.options());
   if (output_mask[3]) gi = at::empty({B, C, K - 1}, x.options());
+  if (causal_conv1d_channel_last::takes(x, K)) {
+    // A grad_out in another layout (or misaligned) is copied once into x's: the kernel reads grad_out and x step
+    // by step with the same vectors, and one copy costs less than the generic kernels.
+    const at::Tensor grad = causal_conv1d_channel_last::vectorisable(grad_out)
+                                ? grad_out
+                                : causal_conv1d_impl::empty_like_layout(x).copy_(grad_out);
+    causal_conv1d_channel_last::backward(grad, x, p.weight, p.bias, p.seq_idx, p.init, p.silu, gx, gw, gb, gi);
+    return {gx, gw, gb, gi};
+  }
   const bool channel_last = causal_conv1d_impl::channel_last(x);
   const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "causal_conv1d_mamba_backward_cuda", [&] {

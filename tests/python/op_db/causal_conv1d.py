@@ -99,6 +99,11 @@ def mamba_samples(device, dtype, requires_grad):
                  {"activation": "silu", "initial_states": t((2, 3, 6)).transpose(1, 2)}, "channel_last")
     yield sample((t((2, 10, 6)).transpose(1, 2), t((6, 3)), None),
                  {"seq_idx": torch.stack([seq(4, 6), seq(2, 2, 6)]), "activation": "silu"}, "channel_last_seq_idx")
+    # Channels in whole 16-byte vectors (16 of them): the CUDA kernels that walk runs of steps in this layout.
+    yield sample((t((2, 20, 16)).transpose(1, 2), t((16, 4)), t((16,))),
+                 {"activation": "silu", "initial_states": t((2, 3, 16)).transpose(1, 2)}, "channel_last_vectors")
+    yield sample((t((1, 24, 16)).transpose(1, 2), t((16, 3)), None),
+                 {"seq_idx": seq(1, 16, 7)[None], "activation": "silu"}, "channel_last_vectors_seq_idx")
     yield sample((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,))),
                  {"activation": "silu", "initial_states": t((2, 3, 3), noncontiguous=True)}, "noncontiguous")
     yield sample((t((0, 3, 6)), t((3, 4)), t((3,))), {"activation": "silu"}, "batch0")
