@@ -96,3 +96,13 @@ def test_onnx_reports_a_buffer_update_unsupported():
     assert not report.ok, report
     assert [f.kind for f in report.flags] == ["unsupported"] and "(state)" in report.flags[0].message, report
     torch.testing.assert_close(model.state, state, rtol=0, atol=0)
+
+
+@needs_executorch
+def test_a_model_that_cannot_be_copied_is_checked_and_left_as_it_was():
+    model, calls = _model()
+    model.held = torch.ones(1, requires_grad=True) * 2  # made by autograd: deepcopy refuses it
+    state = model.state.clone()
+    report = customops.deploy.check(model, (calls[0],), runtime="executorch", calls=calls)
+    assert report.ok and report.calls == 4, report
+    torch.testing.assert_close(model.state, state, rtol=0, atol=0)  # its buffers put back after eager's calls

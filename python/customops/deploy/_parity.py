@@ -139,11 +139,15 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
     if not calls:
         raise ValueError("check: calls is empty")
     eager = model.module() if isinstance(model, torch.export.ExportedProgram) else model
-    # A copy: the export below takes the model's buffers as they are, and the model stays as the caller left it.
-    eager = copy.deepcopy(eager)
+    # The export below takes the model's buffers as they are, and the model stays as the caller left it: eager
+    # runs on a copy, or, for a model that cannot be copied, on the model with its buffers put back afterwards.
+    eager, saved = _eager_copy(eager)
     with torch.no_grad():
         expected_calls = [[t for t in pytree.tree_leaves(eager(*c, **kwargs)) if isinstance(t, torch.Tensor)]
                           for c in calls]
+        final_buffers = {name: b.detach().clone() for name, b in eager.named_buffers()}
+        for name, buffer in eager.named_buffers() if saved is not None else ():
+            buffer.copy_(saved[name])
     expected = expected_calls[0]
     program = None
     if direct:  # no ONNX on this path
@@ -258,10 +262,9 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
         if diff is not None and not diff <= atol:
             report.flags.append(Flag(node.name, "mismatch",
                                      f"{parity.op} differs by {diff:.2e}{at(call)} ({parity.onnx})"))
-    buffers = dict(eager.named_buffers())
     for lowering, final in converted.get("state", {}).items():
         for name, got in final.items():
-            diff = _max_abs_diff(buffers[name], got)
+            diff = _max_abs_diff(final_buffers[name], got)
             report.state[name] = max(report.state.get(name, 0.0), diff, key=lambda d: (math.isnan(d), d))
     for name, diff in report.state.items():
         if not diff <= atol:
@@ -270,6 +273,15 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
     if runtime == "tflite" and int8_calibration is not None:
         report.int8_outputs = _int8_errors(tflite, extended, inputs, expected, int8_calibration, tflite_python)
     return report
+
+
+def _eager_copy(model):
+    """A deep copy of ``model`` and None; or, where it cannot be copied (a tensor autograd made, held as an
+    attribute), the model itself and its buffers' values to put back."""
+    try:
+        return copy.deepcopy(model), None
+    except Exception:  # noqa: BLE001  (deepcopy's errors are as many as the objects a model can hold)
+        return model, {name: b.detach().clone() for name, b in model.named_buffers()}
 
 
 def _flags(exported, program, ops, runtime: str, direct: bool, gather_limit_bytes: int, report):
