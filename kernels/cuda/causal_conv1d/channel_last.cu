@@ -515,6 +515,7 @@ void forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bi
           case 3: return launch(forward_kernel<scalar_t, 4, 4, 4, true>, 4);
           case 4: return launch(forward_kernel<scalar_t, 4, 8, 4, false>, 8);
           case 5: return launch(forward_kernel<scalar_t, 4, 4, 8, true>, 4);
+          case 6: return launch(forward_kernel<scalar_t, 4, 8, 8, true>, 8);
           default: break;
         }
       }
@@ -567,6 +568,8 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
           case 3: return launch(backward_kernel<scalar_t, 4, 4, 8, false>, 4);
           case 4: return launch(backward_kernel<scalar_t, 4, 2, 4, true>, 2);
           case 5: return launch(backward_kernel<scalar_t, 4, 2, 8, false>, 2);
+          case 6: return launch(backward_kernel<scalar_t, 4, 2, 8, true>, 2);
+          case 7: return launch(backward_kernel<scalar_t, 4, 4, 8, true>, 4);
           default: break;
         }
       }
