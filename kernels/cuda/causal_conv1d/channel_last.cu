@@ -1,7 +1,8 @@
 // causal_conv1d.mamba on CUDA in Mamba's layout ((B, L, C) in memory): each thread owns a few consecutive channels
 // of one batch row and a run of consecutive steps, and walks the run keeping the last K-1 steps in registers, so
 // that every input is read once from memory (plus K-1 steps before the run, mostly from L2) and every access is a
-// wide vector: consecutive threads take consecutive channels, a warp reads a step of 32 vectors at once. The
+// vector of the thread's channels: consecutive threads take consecutive channels, so a warp reads one contiguous
+// span of a step. The
 // backward is one kernel: per step it recomputes the pre-activation, takes the SiLU's derivative, and produces
 // the input gradient K-1 steps behind (the steps after s read s); the weight and bias gradients are sums kept in
 // registers over the thread's steps, summed over the block's threads in a fixed order into one slice per block
@@ -20,26 +21,29 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include <limits>
 #include <type_traits>
 
 namespace customops::cuda::causal_conv1d_channel_last {
 namespace {
 
-constexpr int kBlock = 256;
+// The kernels' register budget (launch bounds) and shared memory are sized for kBlock threads; they are launched
+// with kThreadsPerBlock, which measured faster on an H100 (finer occupancy steps at their register counts).
+constexpr int kBlock = 256, kThreadsPerBlock = 128;
 
-// Channels per thread (V) and steps whose loads are in flight together (U). The forward takes one 16-byte access
-// per step; the backward holds twice the windows and the weight-gradient sums beside them, so for the half types it
-// takes 8-byte accesses (4 channels), which keeps its registers near the forward's; a warp still reads 256
-// contiguous bytes.
+// Channels per thread (V), steps whose loads are issued together (U), and whether the next U steps' loads are
+// issued before the current ones are computed (prefetch). Measured on an H100 (bf16, width 4, Mamba's shapes),
+// narrower accesses with more threads in flight beat 16-byte ones for the half types: the forward takes 4 channels
+// (8-byte accesses) with prefetch, the backward, which holds twice the windows and the weight-gradient sums, 2
+// channels (4-byte accesses) without. float and double keep 16-byte accesses with prefetch (not measured).
 template <typename scalar_t>
 struct Tile {
-  static constexpr int kForwardVec = static_cast<int>(16 / sizeof(scalar_t)), kForwardSteps = 4;
-  static constexpr int kBackwardVec = sizeof(scalar_t) == 2 ? 4 : static_cast<int>(16 / sizeof(scalar_t));
-  static constexpr int kBackwardSteps = 4;
-  static constexpr bool kPrefetch = true;
+  static constexpr bool kHalf = sizeof(scalar_t) == 2;
+  static constexpr int kWide = static_cast<int>(16 / sizeof(scalar_t));
+  static constexpr int kForwardVec = kHalf ? 4 : kWide, kForwardSteps = 4;
+  static constexpr bool kForwardPrefetch = true;
+  static constexpr int kBackwardVec = kHalf ? 2 : kWide, kBackwardSteps = 4;
+  static constexpr bool kBackwardPrefetch = !kHalf;
 };
 
 template <typename scalar_t, int V>
@@ -401,20 +405,6 @@ __global__ void __launch_bounds__(kSumX* kSumY)
   }
 }
 
-// TUNING (removed once measured): CUSTOMOPS_CC1D_TUNE="a,b,c,..." overrides the i-th choice (0: keep the default).
-int64_t tune(int i, int64_t fallback) {
-  const char* env = std::getenv("CUSTOMOPS_CC1D_TUNE");
-  if (env == nullptr) return fallback;
-  std::string text(env);
-  for (int k = 0; k < i; ++k) {
-    const auto comma = text.find(',');
-    if (comma == std::string::npos) return fallback;
-    text = text.substr(comma + 1);
-  }
-  const int64_t v = std::atoll(text.c_str());
-  return v > 0 ? v : fallback;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -431,10 +421,9 @@ struct Shape {
 Shape shape_for(int64_t B, int64_t C, int64_t L, int V, int64_t fewest, int64_t most, bool bounded_rows) {
   Shape s;
   const int64_t vecs = C / V;
-  const int threads = static_cast<int>(std::min<int64_t>(kBlock, tune(6, kBlock)));  // TUNING
   int cx = 1;
   while (cx < 32 && cx < vecs) cx *= 2;
-  const int ty = std::max(1, threads / cx);
+  const int ty = kThreadsPerBlock / cx;
   const int64_t wanted = int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * 2048;
   s.steps = most;
   while (s.steps > fewest && vecs * B * ceil_div(L, s.steps) < wanted) s.steps /= 2;
@@ -502,24 +491,12 @@ void forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bi
     with_width(weight.size(1), [&](auto K) {
       constexpr int kV = Tile<scalar_t>::kForwardVec, kU = Tile<scalar_t>::kForwardSteps;
       auto launch = [&](auto kernel, int vec) {
-        const Shape s = shape_for(a.B, a.C, a.L, vec, tune(0, 16), tune(1, 128), false);
+        const Shape s = shape_for(a.B, a.C, a.L, vec, 32, 256, false);
         a.steps = s.steps, a.runs = s.runs;
         kernel<<<s.grid, s.block, 0, stream>>>(a);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       };
-      // TUNING (removed once measured): bf16, K = 4, CUSTOMOPS_CC1D_TUNE's 5th number picks the tile.
-      if constexpr (std::is_same_v<scalar_t, at::BFloat16> && decltype(K)::value == 4) {
-        switch (tune(4, 0)) {
-          case 1: return launch(forward_kernel<scalar_t, 4, 8, 8, false>, 8);
-          case 2: return launch(forward_kernel<scalar_t, 4, 4, 8, false>, 4);
-          case 3: return launch(forward_kernel<scalar_t, 4, 4, 4, true>, 4);
-          case 4: return launch(forward_kernel<scalar_t, 4, 8, 4, false>, 8);
-          case 5: return launch(forward_kernel<scalar_t, 4, 4, 8, true>, 4);
-          case 6: return launch(forward_kernel<scalar_t, 4, 8, 8, true>, 8);
-          default: break;
-        }
-      }
-      launch(forward_kernel<scalar_t, decltype(K)::value, kV, kU, Tile<scalar_t>::kPrefetch>, kV);
+      launch(forward_kernel<scalar_t, decltype(K)::value, kV, kU, Tile<scalar_t>::kForwardPrefetch>, kV);
     });
   });
 }
@@ -551,7 +528,7 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
     with_width(K, [&](auto width) {
       constexpr int kV = Tile<scalar_t>::kBackwardVec, kU = Tile<scalar_t>::kBackwardSteps;
       auto launch = [&](auto kernel, int vec) {
-        s = shape_for(a.B, a.C, a.L, vec, tune(2, 32), tune(3, 64), params);
+        s = shape_for(a.B, a.C, a.L, vec, 64, 128, params);
         a.steps = s.steps, a.runs = s.runs;
         if (params) {
           parts = at::empty({int64_t(s.grid.y), K + 1, a.C}, x.options().dtype(at::toOpMathType(x.scalar_type())));
@@ -560,20 +537,7 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
         kernel<<<s.grid, s.block, 0, stream>>>(a);
         C10_CUDA_KERNEL_LAUNCH_CHECK();
       };
-      // TUNING (removed once measured): bf16, K = 4, CUSTOMOPS_CC1D_TUNE's 6th number picks the tile.
-      if constexpr (std::is_same_v<scalar_t, at::BFloat16> && decltype(width)::value == 4) {
-        switch (tune(5, 0)) {
-          case 1: return launch(backward_kernel<scalar_t, 4, 2, 4, false>, 2);
-          case 2: return launch(backward_kernel<scalar_t, 4, 4, 4, false>, 4);
-          case 3: return launch(backward_kernel<scalar_t, 4, 4, 8, false>, 4);
-          case 4: return launch(backward_kernel<scalar_t, 4, 2, 4, true>, 2);
-          case 5: return launch(backward_kernel<scalar_t, 4, 2, 8, false>, 2);
-          case 6: return launch(backward_kernel<scalar_t, 4, 2, 8, true>, 2);
-          case 7: return launch(backward_kernel<scalar_t, 4, 4, 8, true>, 4);
-          default: break;
-        }
-      }
-      launch(backward_kernel<scalar_t, decltype(width)::value, kV, kU, Tile<scalar_t>::kPrefetch>, kV);
+      launch(backward_kernel<scalar_t, decltype(width)::value, kV, kU, Tile<scalar_t>::kBackwardPrefetch>, kV);
     });
     if (params) {
       const int64_t n = (K + 1) * a.C;

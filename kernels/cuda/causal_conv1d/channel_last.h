@@ -1,6 +1,6 @@
 // causal_conv1d.mamba's CUDA kernels for Mamba's layout: x (B, C, L) viewed from (B, L, C) in memory, so that
-// a step of a row is C consecutive values and one 16-byte access carries 16 / sizeof(scalar_t) channels. mamba.cu
-// takes this path where takes() says so and keeps its generic kernels for every other layout and width.
+// a step of a row is C consecutive values, read a few channels per access (up to 16 bytes). mamba.cu takes this
+// path where takes() says so and keeps its generic kernels for every other layout and width.
 #pragma once
 
 #include <ATen/core/Tensor.h>
