@@ -2,12 +2,11 @@
 // of one batch row and a run of consecutive steps, and walks the run keeping the last K-1 steps in registers, so
 // that every input is read once from memory (plus K-1 steps before the run, mostly from L2) and every access is a
 // vector of the thread's channels: consecutive threads take consecutive channels, so a warp reads one contiguous
-// span of a step. The
-// backward is one kernel: per step it recomputes the pre-activation, takes the SiLU's derivative, and produces
-// the input gradient K-1 steps behind (the steps after s read s); the weight and bias gradients are sums kept in
-// registers over the thread's steps, summed over the block's threads in a fixed order into one slice per block
-// row of a float workspace, which a second kernel sums over the slices in a fixed order (the same bits every run,
-// no atomics).
+// span of a step. The backward is one kernel: per step it recomputes the pre-activation, takes the SiLU's
+// derivative, and produces the input gradient K-1 steps behind (the steps after s read s); the weight and bias
+// gradients are sums kept in registers over the thread's steps, summed over the block's threads in a fixed order
+// into one slice per block row of a float workspace, which a second kernel sums over the slices in a fixed order
+// (the same bits every run, no atomics).
 #include "kernels/cuda/causal_conv1d/channel_last.h"
 
 #include "kernels/causal_conv1d.h"
