@@ -125,16 +125,20 @@ inline bool given(const std::optional<at::Tensor>& t) {
   return t.has_value() && t->defined();
 }
 
+// Whether `activation` asks for the fused SiLU: None, "silu" or "swish" (the same), as Mamba's causal-conv1d.
+inline bool fused_silu(const char* op, const std::optional<c10::string_view>& activation) {
+  if (!activation.has_value()) return false;
+  TORCH_CHECK(*activation == "silu" || *activation == "swish", "customops::", op,
+              ": expected activation None, \"silu\" or \"swish\", got \"", std::string(*activation), "\"");
+  return true;
+}
+
 inline Extras check_extras(const char* op, const at::Tensor& x, const at::Tensor& weight,
                            const std::optional<c10::string_view>& activation,
                            const std::optional<at::Tensor>& seq_idx,
                            const std::optional<at::Tensor>& initial_states) {
   Extras e;
-  if (activation.has_value()) {
-    TORCH_CHECK(*activation == "silu" || *activation == "swish", "customops::", op,
-                ": expected activation None, \"silu\" or \"swish\", got \"", std::string(*activation), "\"");
-    e.silu = true;
-  }
+  e.silu = fused_silu(op, activation);
   // As causal-conv1d: each sequence packed into a row starts from zeros, so there are no states to carry in.
   TORCH_CHECK(!(given(seq_idx) && given(initial_states)), "customops::", op,
               ": seq_idx and initial_states cannot be given together (each packed sequence starts from zeros)");
@@ -224,11 +228,7 @@ inline Update check_update(const at::Tensor& x, const at::Tensor& conv_state, co
   checks::same_device(op, "conv_state", conv_state, "x", x);
   checks::dense_fits(op, "conv_state", conv_state);
   Update u;
-  if (activation.has_value()) {
-    TORCH_CHECK(*activation == "silu" || *activation == "swish", "customops::", op,
-                ": expected activation None, \"silu\" or \"swish\", got \"", std::string(*activation), "\"");
-    u.silu = true;
-  }
+  u.silu = fused_silu(op, activation);
   check_index("cache_seqlens", cache_seqlens, x);
   check_index("conv_state_indices", conv_state_indices, x);
   if (given(cache_seqlens)) {
