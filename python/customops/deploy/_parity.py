@@ -162,7 +162,7 @@ def check(model, args: Any = (), kwargs: Optional[Dict[str, Any]] = None, *, run
                                         verbose=False)
         exported = program.exported_program
     if not executorch:
-        mutated = _mutated_buffers(exported if program is not None else exported.run_decompositions({}))
+        mutated = fx_graph.mutated_buffers(exported if program is not None else exported.run_decompositions({}))
         if mutated:
             report = ParityReport(atol=atol, runtime=runtime, converter=converter if runtime == "tflite" else "",
                                   onnx_program=program, provider="not run")
@@ -339,9 +339,6 @@ def _op_name(target) -> str:
     return f"customops.{target._opname}{overload}"
 
 
-def _mutated_buffers(exported: torch.export.ExportedProgram) -> List[str]:
-    """The buffers a functional exported program's graph updates (ONNX's and litert-torch's export drop them)."""
-    return sorted(set(exported.graph_signature.buffers_to_mutate.values()))
 
 
 def _provider(ort, providers, inputs) -> str:

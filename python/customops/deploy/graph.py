@@ -93,6 +93,12 @@ def is_op_of(fx_node: torch.fx.Node, namespace: str) -> bool:
         target.namespace == namespace
 
 
+def mutated_buffers(exported: torch.export.ExportedProgram) -> List[str]:
+    """The fully qualified names of the buffers a functional exported program's graph updates in place (its state
+    between calls; ONNX's and litert-torch's export drop the updates, ExecuTorch keeps them as mutable buffers)."""
+    return sorted(set(exported.graph_signature.buffers_to_mutate.values()))
+
+
 def run_recording(module: torch.nn.Module, inputs, names) -> tuple:
     """Runs the graph module on ``inputs``: (its outputs, {name: result} of the nodes named in ``names``)."""
     recorded: Dict[str, torch.Tensor] = {}

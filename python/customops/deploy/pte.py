@@ -17,7 +17,7 @@ from typing import Dict, List, Optional, Sequence
 
 import torch
 
-from .graph import WithValues
+from .graph import WithValues, mutated_buffers
 
 INSTALL_HINT = "pip install executorch"
 LOWERINGS = ("xnnpack", "portable")
@@ -42,7 +42,7 @@ def _require():
 
 def lower(exported: torch.export.ExportedProgram, lowering: str = "xnnpack"):
     """The ExecuTorch program (``ExecutorchProgramManager``; ``.buffer`` is the .pte) of ``exported``, its mutated
-    buffers initialised with their values in ``exported`` and named (:func:`mutable_buffers` lists them)."""
+    buffers initialised with their values in ``exported`` and named (graph.mutated_buffers lists them)."""
     from executorch.exir import ExecutorchBackendConfig, to_edge_transform_and_lower
     from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 
@@ -52,20 +52,15 @@ def lower(exported: torch.export.ExportedProgram, lowering: str = "xnnpack"):
 
         partitioner = [XnnpackPartitioner()]
     edge = to_edge_transform_and_lower(exported, partitioner=partitioner)
-    signature = edge.exported_program().graph_signature
-    mutated = set(signature.buffers_to_mutate.values())
+    edge_program = edge.exported_program()
+    mutated = set(mutated_buffers(edge_program))
     # The pass matches placeholder names (b_<fqn>), by substring: the mutated buffers' exact names.
-    placeholders = [name for name, fqn in signature.inputs_to_buffers.items() if fqn in mutated]
+    placeholders = [name for name, fqn in edge_program.graph_signature.inputs_to_buffers.items() if fqn in mutated]
     config = ExecutorchBackendConfig(passes=[InitializedMutableBufferPass(placeholders)] if placeholders else [],
                                      emit_mutable_buffer_names=True)
     with warnings.catch_warnings():  # that mutated buffers start uninitialised unless named: these are named
         warnings.filterwarnings("ignore", "Mutation on a buffer in the model is detected")
         return edge.to_executorch(config)
-
-
-def mutable_buffers(program) -> List[str]:
-    """The fully qualified names of the buffers a lowered program's graph mutates (its state between calls)."""
-    return sorted(set(program.exported_program().graph_signature.buffers_to_mutate.values()))
 
 
 def operators(program) -> Dict[str, int]:
@@ -129,7 +124,7 @@ def run(exported: torch.export.ExportedProgram, calls: Sequence[Sequence[torch.T
     for lowering in LOWERINGS:
         program = lower(extended, lowering)
         kernels[lowering] = operators(program)
-        names = mutable_buffers(program)
+        names = mutated_buffers(program.exported_program())
         runs[lowering], final = execute_calls(program.buffer, calls, names)
         # WithValues holds the model as its submodule ``module``.
         state[lowering] = {name.removeprefix("module."): value for name, value in final.items()}
