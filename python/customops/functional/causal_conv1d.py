@@ -75,8 +75,7 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, a
         >>> state
         tensor([[[4.]]])
     """
-    if isinstance(weight, Tensor) and weight.dim() == 3 and weight.size(1) == 1:
-        weight = weight.squeeze(1)
+    weight = _taps(weight)
     if seq_idx is not None and return_final_states:
         raise ValueError("customops.causal_conv1d: seq_idx and return_final_states cannot be given together "
                          "(a packed row ends with several sequences' steps, not one state)")
@@ -88,6 +87,13 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, a
     if not return_final_states:
         return out
     return out, _final_states(x, weight, initial_states)
+
+
+def _taps(weight: Tensor) -> Tensor:
+    # (C, K), also from the (C, 1, K) of nn.Conv1d's depthwise weight.
+    if isinstance(weight, Tensor) and weight.dim() == 3 and weight.size(1) == 1:
+        return weight.squeeze(1)
+    return weight
 
 
 def _final_states(x: Tensor, weight: Tensor, initial_states: Optional[Tensor]) -> Tensor:
@@ -148,8 +154,7 @@ def causal_conv1d_update(x: Tensor, conv_state: Tensor, weight: Tensor, bias: Op
         >>> state
         tensor([[[4.]]])
     """
-    if isinstance(weight, Tensor) and weight.dim() == 3 and weight.size(1) == 1:
-        weight = weight.squeeze(1)
+    weight = _taps(weight)
     return torch.ops.customops.causal_conv1d.update(x, conv_state, weight, bias, activation=activation,
                                                     cache_seqlens=cache_seqlens,
                                                     conv_state_indices=conv_state_indices)
