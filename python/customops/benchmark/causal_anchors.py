@@ -337,18 +337,20 @@ def main(argv: list[str] | None = None) -> int:
         "write; copy ms: a `clone` of that many bytes (read + write) in the same run; %copy: copy ms over the "
         "implementation's time.")
 
-    def emit(rows, notes, done=False):
-        text = markdown_table(preamble + "".join(f"\n\n- {n}" if i == 0 else f"\n- {n}" for i, n in
+    def document(rows, notes) -> str:  # the preamble, the notes as a list after it, the table
+        return markdown_table(preamble + "".join(f"\n\n- {n}" if i == 0 else f"\n- {n}" for i, n in
                                                  enumerate(notes)), HEADER, rows)
+
+    def emit(rows, notes, done=False):
         if args.markdown:
             with open(args.markdown, "w") as f:
-                f.write(text)
+                f.write(document(rows, notes))
         if done and args.plot and rows:
             plot(rows, args.plot, title)
 
     rows, notes = run(device, args.quick, args.rounds, args.calls, emit)
     print()
-    print(markdown_table(preamble + "".join(f"\n- {n}" for n in notes), HEADER, rows))
+    print(document(rows, notes))
     return 0
 
 if __name__ == "__main__":
