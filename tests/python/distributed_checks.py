@@ -14,7 +14,7 @@ import traceback
 
 import torch
 import torch.distributed as dist
-from torch.distributed.tensor import DTensor, Partial, Shard, distribute_module, distribute_tensor
+from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_module, distribute_tensor
 from torch.distributed.tensor.debug import CommDebugMode
 
 import customops  # noqa: F401  (the ops and their rules)
@@ -38,7 +38,9 @@ def _dist(arg, placement, mesh):
         return arg
     if placement == P:
         return _partial_of(arg, mesh)
-    return distribute_tensor(arg, mesh, [placement])
+    # A copy: a replicated DTensor can hold the tensor itself, which an op that updates an argument in place
+    # would then change under the full-size call it is compared with.
+    return distribute_tensor(arg.clone(), mesh, [placement])
 
 
 def _cases():
@@ -77,6 +79,35 @@ def check_rules(mesh) -> list[str]:
             assert comm.get_total_counts() == 0, f"{comm.get_total_counts()} collectives before the result"
         except Exception:  # noqa: BLE001  (collected, reported by the test)
             failures.append(f"{name}: {traceback.format_exc(limit=3)}")
+    return failures
+
+
+def in_place_arguments_stay(mesh) -> list[str]:
+    """An op that updates an argument in place (causal_conv1d.update's conv_state) runs where that argument is,
+    the others redistributed to it, and refuses a placement none of its rules takes instead of updating a
+    redistributed copy."""
+    g = torch.Generator().manual_seed(0)
+    x, state, w = (torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((4, 6), (4, 6, 5), (6, 4)))
+    update = torch.ops.customops.causal_conv1d.update
+    failures = []
+    want_state = state.clone()
+    want = update(x, want_state, w)
+    dstate = distribute_tensor(state, mesh, [Shard(1)])
+    out = update(distribute_tensor(x, mesh, [Shard(0)]), dstate, distribute_tensor(w, mesh, [Replicate()]))
+    if list(dstate.placements) != [Shard(1)]:
+        failures.append(f"conv_state placed {dstate.placements} after the update, expected Shard(1)")
+    try:
+        torch.testing.assert_close(out.full_tensor(), want)
+        torch.testing.assert_close(dstate.full_tensor(), want_state)
+    except AssertionError as e:
+        failures.append(f"update of a channel-sharded state with a batch-sharded x: {e}")
+    try:
+        update(distribute_tensor(x, mesh, [Shard(1)]), distribute_tensor(state, mesh, [Shard(2)]),
+               distribute_tensor(w, mesh, [Shard(0)]))
+        failures.append("a conv_state sharded on its steps was accepted")
+    except RuntimeError as e:
+        if "updates conv_state in place" not in str(e):
+            failures.append(f"a conv_state sharded on its steps: unexpected message {e}")
     return failures
 
 
@@ -126,7 +157,7 @@ def worker(rank: int, world: int, port: int, results) -> None:
     failures = []
     try:
         mesh = dist.device_mesh.init_device_mesh("cpu", (world,))
-        for check in (check_rules, train_step_matches):
+        for check in (check_rules, in_place_arguments_stay, train_step_matches):
             try:
                 failures += check(mesh)
             except Exception:  # noqa: BLE001  (reported by the test)

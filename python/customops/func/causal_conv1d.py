@@ -1,4 +1,4 @@
-"""torch.func support of causal_conv1d and its backward.
+"""torch.func support of causal_conv1d and its backward, and vmap of its decoding step.
 
 The op is linear in each of x, weight and bias, so its tangent is the op again; its backward op is bilinear, so
 that op's gradient and tangent are the op and the backward op (registration/causal_conv1d.cpp). vmap: with one
@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import torch
 
+from torch._functorch.autograd_function import custom_function_call_vmap_helper
+from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
+
 from ._common import (batch_first, below_autograd, conv_backward_grads, conv_backward_tangents, conv_tangent,
-                      mask_of, ops, register)
+                      mask_of, ops, register, slice_by_slice)
 
 
 def _to_channels(t):
@@ -244,6 +247,61 @@ class CausalConv1dMambaBackward(torch.autograd.Function):
                             activation, seq_idx, initial_states)
 
 
+# The decoding step (causal_conv1d.update) writes conv_state in place and has no gradient: under vmap it needs a
+# batching rule, not an autograd.Function. Each sample writes its own state, so a batched argument needs a batched
+# conv_state. With shared filters the vmapped dimension joins the batch (and the cache's rows, conv_state_indices
+# shifted to each sample's block) when the state's two leading dimensions merge into one view; otherwise the rule
+# calls the op sample by sample on views of the state, which the op writes through.
+
+
+def _update(x, state, weight, bias, activation, cache_seqlens, indices):
+    return ops.causal_conv1d.update(x, state, weight, bias, activation=activation, cache_seqlens=cache_seqlens,
+                                    conv_state_indices=indices)
+
+
+def _update_vmap(info, in_dims, x, state, weight, bias, activation, cache_seqlens, indices):
+    n = info.batch_size
+    dx, ds, dw, db, _, dl, di = in_dims
+    if ds is None:
+        raise RuntimeError("customops::causal_conv1d.update under vmap: conv_state is updated in place, so it must "
+                           "be batched (each sample updates its own state) where "
+                           + " and ".join(name for name, d in (("x", dx), ("weight", dw), ("bias", db),
+                                                                ("cache_seqlens", dl), ("conv_state_indices", di))
+                                          if d is not None) + " is")
+    state = state.movedim(ds, 0)
+    if dw is None and db is None:
+        try:
+            joined = state.view(-1, *state.shape[2:])  # a view: the op's writes land in the batched state
+        except RuntimeError:
+            joined = None
+        if joined is not None:
+            x = batch_first(x, dx, n)
+            if indices is not None:
+                rows = state.shape[1]
+                each = batch_first(indices, di, n)
+                offset = torch.arange(n, device=each.device, dtype=each.dtype)[:, None] * rows
+                indices = torch.where(each < 0, each, each + offset).flatten()  # negative: a padding row
+            out = _update(x.flatten(0, 1), joined, weight, bias, activation, _joined_batch(cache_seqlens, dl, n),
+                          indices)
+            return out.unflatten(0, (n, -1)), 0
+    return slice_by_slice(_update, info, (dx, 0, dw, db, None, dl, di), x, state, weight, bias, activation,
+                          cache_seqlens, indices)
+
+
+def _register_update_vmap() -> None:
+    op = ops.causal_conv1d.update
+    schema = op._schema.arguments
+
+    def kernel(_keyset, *args, **kwargs):
+        args = (*args, *(kwargs.get(a.name, a.default_value) for a in schema[len(args):]))
+        return custom_function_call_vmap_helper(retrieve_current_functorch_interpreter(), _update_vmap, _update,
+                                                *args)
+
+    _BATCHED.impl("causal_conv1d.update", kernel, "FuncTorchBatched", with_keyset=True)
+
+
+_BATCHED = torch.library.Library("customops", "IMPL", "FuncTorchBatched")
+_register_update_vmap()
 register("causal_conv1d", CausalConv1d)
 register("causal_conv1d_backward", CausalConv1dBackward)
 register("causal_conv1d.mamba", CausalConv1dMamba)
@@ -264,5 +322,11 @@ DOC_ROWS = [
         "sample by sample",
         "the op on the tangents (x's with initial_states', then the filters'), times SiLU's derivative; "
         "differentiable once",
+    ),
+    (
+        "`causal_conv1d.update`",
+        "folded into B (the cache's rows with `conv_state_indices`) with shared filters, else sample by sample; "
+        "`conv_state` must be batched, as each sample updates its own",
+        "none: the decoding step has no gradient",
     ),
 ]

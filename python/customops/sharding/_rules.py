@@ -44,14 +44,35 @@ def _schema_info(op: torch._ops.OpOverload) -> RuntimeSchemaInfo:
     return RuntimeSchemaInfo(static_argnum=first_static, needs_pytree=True)
 
 
-def register(op: torch._ops.OpOverload, rules: RuleFn) -> None:
+def register(op: torch._ops.OpOverload, rules: RuleFn, *, written: int | None = None) -> None:
     """Registers ``rules(mesh_size, *args)`` for op: it receives the mesh's size and the op's arguments
-    (tensors as OpStrategy, with ``.shape``; others as given) and returns the rules that hold for them."""
+    (tensors as OpStrategy, with ``.shape``; others as given) and returns the rules that hold for them.
+
+    ``written``: the index of a tensor argument the op updates in place (``Tensor(a!)``, not returned). DTensor
+    would redistribute it like any input, and the op would then update a temporary copy; so only the rules that
+    leave it where it is are kept, and a placement that none of them takes is refused."""
     outputs = len(op._schema.returns)
 
     def strategy(op_schema: OpSchema):
         mesh = op_schema.get_mesh_from_args()
         found = rules(mesh.size(), *op_schema.args_schema, **op_schema.kwargs_schema)
-        return expand_to_full_mesh_op_strategy(mesh, op_schema, [list(r) for r in found], input_index=outputs)
+        expanded = expand_to_full_mesh_op_strategy(mesh, op_schema, [list(r) for r in found], input_index=outputs)
+        if written is not None:
+            expanded = _in_place(op, op_schema, expanded, written)
+        return expanded
 
     DTensor._op_dispatcher.sharding_propagator.register_op_strategy(op, strategy, _schema_info(op))
+
+
+def _in_place(op: torch._ops.OpOverload, op_schema: OpSchema, expanded: OpStrategy, written: int) -> OpStrategy:
+    # The written argument's position among the tensor arguments given (the rules leave out None ones).
+    position = sum(isinstance(a, OpStrategy) for a in op_schema.args_schema[:written])
+    current = op_schema.args_schema[written].strategies[0].output_spec.placements
+    kept = [s for s in expanded.strategies if s.input_specs[position].placements == current]
+    if not kept:
+        name = op._schema.arguments[written].name
+        options = sorted({str(tuple(s.input_specs[position].placements)) for s in expanded.strategies})
+        raise RuntimeError(f"customops::{op._schema.name.split('::')[-1]}.{op._schema.overload_name} updates {name} "
+                           f"in place, so it cannot be redistributed, and none of the op's sharding rules takes it "
+                           f"placed {tuple(current)}; place it as one of: {', '.join(options)}")
+    return OpStrategy(kept)

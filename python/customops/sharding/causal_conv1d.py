@@ -66,11 +66,31 @@ def _mamba_backward(mesh_size, g, x, weight, bias, mask, activation=None, seq_id
     return rules
 
 
+# The decoding step (causal_conv1d.update): conv_state (B_cache, C, S) is updated in place and stays where it is.
+# Channels are independent: x, conv_state, weight and bias sharded on their C, cache_seqlens and
+# conv_state_indices whole on every rank. Rows are independent without conv_state_indices: x, conv_state and
+# cache_seqlens sharded on B with the filters replicated (with indices, a rank's rows of x may pick any row of the
+# cache). Not linear: no Partial.
+
+
+def _update(mesh_size, x, conv_state, weight, bias=None, activation=None, cache_seqlens=None,
+            conv_state_indices=None):
+    def rule(out, x_, s_, w_, b_, l_, i_):
+        return ([out, x_, s_, w_] + ([b_] if bias is not None else []) + ([l_] if cache_seqlens is not None else [])
+                + ([i_] if conv_state_indices is not None else []))
+
+    rules = [rule(R, R, R, R, R, R, R), rule(Shard(1), Shard(1), Shard(1), Shard(0), Shard(0), R, R)]
+    if conv_state_indices is None:
+        rules.append(rule(Shard(0), Shard(0), Shard(0), R, R, Shard(0), R))
+    return rules
+
+
 def register_all() -> None:
     register(ops.causal_conv1d.default, _forward)
     register(ops.causal_conv1d_backward.default, _backward)
     register(ops.causal_conv1d.mamba, _mamba_forward)
     register(ops.causal_conv1d_backward.mamba, _mamba_backward)
+    register(ops.causal_conv1d.update, _update, written=1)
 
 
 # This family's rows of the sharding table in docs/guide/distributed.md, which the docs build reads from here
@@ -85,5 +105,10 @@ DOC_ROWS = [
         "`causal_conv1d.mamba` (and backward)",
         "as above, with `seq_idx` and `initial_states` sharded with x on the batch; on channels `seq_idx` "
         "replicated and `initial_states` `Shard(1)`; `Partial` only without an activation",
+    ),
+    (
+        "`causal_conv1d.update`",
+        "`conv_state` updated where it is: channels (x, `conv_state` `Shard(1)`, weight and bias `Shard(0)`); "
+        "without `conv_state_indices`, batch (x, `conv_state`, `cache_seqlens` `Shard(0)`, filters replicated)",
     ),
 ]

@@ -230,6 +230,23 @@ def _causal_conv1d_sharding(rnd):
            (g, x, w, None, init), [P, R, R, R], [P, P, P])
 
 
+    # The decoding step: each case returns the output and the state it updated in place, which must stay placed
+    # as it came (the rule refuses to move it: distributed_checks.py) and equal the full call's.
+    def update(**names):
+        def call(x_, s_, w_, b_, *rest):
+            return ops.causal_conv1d.update(x_, s_, w_, b_, activation="silu", **dict(zip(names, rest))), s_
+        return call
+
+    lens, rows = torch.tensor([0, 3, 7, 2], dtype=torch.int32), torch.tensor([4, -1, 0, 2], dtype=torch.int32)
+    yield ("causal_conv1d.update channels", update(), (rnd(4, 6), rnd(4, 6, 5), w, b),
+           [Shard(1), Shard(1), Shard(0), Shard(0)], [Shard(1), Shard(1)])
+    yield ("causal_conv1d.update batch", update(cache_seqlens=1), (rnd(4, 6, 2), rnd(4, 6, 5), w, b, lens),
+           [Shard(0), Shard(0), R, R, Shard(0)], [Shard(0), Shard(0)])
+    yield ("causal_conv1d.update channels cache", update(conv_state_indices=1), (rnd(4, 6, 2), rnd(6, 6, 3), w, b, rows),
+           [Shard(1), Shard(1), Shard(0), Shard(0), R], [Shard(1), Shard(1)])
+    yield ("causal_conv1d.update replicated", update(), (rnd(4, 6), rnd(4, 6, 5), w, b), [R, R, R, R], [R, R])
+
+
 def _causal_conv1d_onnx_nodes(sample):
     (b, c, n), width = sample.args[0].shape, sample.args[1].shape[1]
     if c == 0 or n == 0:
