@@ -13,7 +13,9 @@ __all__ = ["causal_conv1d", "causal_conv1d_update"]
 
 
 @_overview("Mamba's short convolution: `(B, C, L)` with a `(C, K)` filter per channel, each step from itself and "
-           "the `K-1` before it (`K` up to 8); one pass each way, deterministic weight gradient",
+           "the `K-1` before it (`K` up to 8), with Mamba's fused SiLU, packed sequences (`seq_idx`) and carried "
+           "states, and its decoding step (`causal_conv1d_update`); one pass each way, deterministic weight "
+           "gradient",
            layouts=("— (`(B, C, L)`; any strides, e.g. a transposed `(B, L, C)`)",
                     "—",
                     "contiguous"))
