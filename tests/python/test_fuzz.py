@@ -73,19 +73,42 @@ def _build(v):
 
 
 def _base_call(rng, name, device, dtype):
-    """A valid call of customops::<name> with small random sizes: its OpInfo's fuzz_call."""
-    base = name.removesuffix("_backward")
-    return OPS[base].fuzz_call(rng, base != name, device, dtype)
+    """A valid call of customops::<name> with small random sizes: its OpInfo's fuzz_call (for an overload,
+    ``<op>.<overload>``, its fuzz_overloads entry)."""
+    packet, _, overload = name.partition(".")
+    base = packet.removesuffix("_backward")
+    fuzz_call = OPS[base].fuzz_overloads[overload] if overload else OPS[base].fuzz_call
+    return fuzz_call(rng, base != packet, device, dtype)
 
 
 def op_names() -> list[str]:
+    """Every registered op, then the overloads the op table fuzzes (an op's and its backward's)."""
     import customops
 
-    return customops._library.registered_ops()
+    names = customops._library.registered_ops()
+    for op in OP_DB:
+        for overload in op.fuzz_overloads:
+            names += [f"{packet}.{overload}" for packet in (op.name, op.name + "_backward")
+                      if overload in getattr(torch.ops.customops, packet).overloads()]
+    return names
+
+
+def _overload(name):
+    packet, _, overload = name.removeprefix("wrapper:").partition(".")
+    return getattr(getattr(torch.ops.customops, packet), overload or "default")
 
 
 def _schema(name):
-    return getattr(torch.ops.customops, name.removeprefix("wrapper:")).default._schema
+    return _overload(name)._schema
+
+
+def _split(name, args):
+    """A call's arguments, in schema order, as (positional, keyword): keyword-only ones by name."""
+    if name.startswith("wrapper:"):
+        return list(args), {}
+    schema = _schema(name).arguments
+    return ([a for a, s in zip(args, schema) if not s.kwarg_only],
+            {s.name: a for a, s in zip(args, schema) if s.kwarg_only})
 
 
 # --- mutations -------------------------------------------------------------------------
@@ -189,7 +212,13 @@ def random_call(rng, name, device, devices):
             v = args[i]
             if isinstance(v, T) or "Tensor" in type_str:
                 args[i] = _mutate_tensor(rng, v, device, devices)
-            elif type_str.endswith("]"):
+                continue
+            if type_str.startswith("Optional["):  # str? (an activation): None, or a mutation of the type's value
+                if v is not None and rng.random() < 0.3:
+                    args[i] = None
+                    continue
+                type_str = type_str[len("Optional["):-1]
+            if type_str.endswith("]"):
                 args[i] = _mutate_list(rng, v, type_str)
             elif type_str == "int":
                 args[i] = _mutate_int(rng, v)
@@ -204,7 +233,7 @@ def random_call(rng, name, device, devices):
         for a in args:
             if isinstance(a, T):
                 a.grad = True
-    if not name.endswith("_backward") and rng.random() < 0.2:
+    if not name.endswith("_backward") and "." not in name and rng.random() < 0.2:
         if OPS[name].fuzz_wrapper_args is not None:
             OPS[name].fuzz_wrapper_args(rng, args)
         name = "wrapper:" + name
@@ -213,14 +242,24 @@ def random_call(rng, name, device, devices):
 
 def call_line(name, args, mode="plain") -> str:
     target = f"customops.{name[8:]}" if name.startswith("wrapper:") else f"torch.ops.customops.{name}"
-    call = f"{target}({', '.join(repr(a) for a in args)})"
+    positional, keyword = _split(name, args)
+    call = f"{target}({', '.join([repr(a) for a in positional] + [f'{k}={v!r}' for k, v in keyword.items()])})"
     return call if mode == "plain" else f"_{mode}(lambda: {call})"
+
+
+def _line_name(line) -> str:
+    """The op a REGRESSIONS line calls, as random_call names it."""
+    target = line.split("(", 1)[0]
+    return target.removeprefix("torch.ops.customops.") if target.startswith("torch.ops.") else \
+        "wrapper:" + target.removeprefix("customops.")
 
 
 def _target(name):
     import customops
 
-    return getattr(customops, name[8:]) if name.startswith("wrapper:") else getattr(torch.ops.customops, name)
+    if name.startswith("wrapper:"):
+        return getattr(customops, name[8:])
+    return _overload(name) if "." in name else getattr(torch.ops.customops, name)
 
 
 def _eval_globals():
@@ -350,7 +389,7 @@ def run_child(seed, calls, device, log_path, findings_path, start=0):
 
     for line in REGRESSIONS if device == "cpu" and start == 0 else []:
         os.write(log, (line + "\n").encode())
-        name = line.split("(", 1)[0].rsplit(".", 1)[1]
+        name = _line_name(line)
         exc = None
         try:
             eval(line, _eval_globals())
@@ -377,7 +416,8 @@ def run_child(seed, calls, device, log_path, findings_path, start=0):
             continue
         exc = None
         try:
-            call = functools.partial(_target(name), *built)
+            positional, keyword = _split(name, built)
+            call = functools.partial(_target(name), *positional, **keyword)
             _grad(call) if mode == "grad" else _inference(call) if mode == "inference" else call()
         except BaseException as e:  # noqa: BLE001  (KeyboardInterrupt aside, everything is a finding)
             if isinstance(e, KeyboardInterrupt):

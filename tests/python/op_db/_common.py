@@ -76,6 +76,9 @@ class OpInfo:
     property_tolerance: Optional[Callable[[Any, torch.dtype, tuple[float, float]], tuple[float, float]]] = None
     gradient_term_scales: Optional[Callable[[list, torch.Tensor], list]] = None
     fuzz_wrapper_args: Optional[Callable[[random.Random, list], None]] = None
+    # The other overloads the fuzzer calls: overload name -> a fuzz_call of customops::<name>.<overload> (and of
+    # <name>_backward.<overload> where that exists), every argument in schema order, keyword-only ones included.
+    fuzz_overloads: dict = field(default_factory=dict)
     cuda_concurrent_bitwise: bool = True
     converts_to_tflite: bool = True
     takes_image: bool = False

@@ -186,6 +186,38 @@ def _causal_conv1d_fuzz_call(rng, backward, device, dtype):
     return [x, w, T([c], dtype, device) if rng.random() < 0.5 else None]
 
 
+def _fuzz_seq_idx(rng, b, n, device):
+    return T([b, n], torch.int32, device) if rng.random() < 0.4 else None
+
+
+def _causal_conv1d_mamba_fuzz_call(rng, backward, device, dtype):
+    b, c, n, k = rng.randint(0, 3), rng.randint(0, 4), rng.randint(0, 9), rng.randint(1, 5)
+    x, w = T([b, c, n], dtype, device, "transposed" if rng.random() < 0.3 else "contiguous"), T([c, k], dtype, device)
+    bias = T([c], dtype, device) if rng.random() < 0.5 else None
+    activation = rng.choice([None, "silu", "swish"])
+    seq_idx = _fuzz_seq_idx(rng, b, n, device)
+    init = T([b, c, k - 1], dtype, device) if seq_idx is None and rng.random() < 0.4 else None
+    if backward:
+        mask = [rng.random() < 0.7 for _ in range(4)]
+        return [T([b, c, n], dtype, device), x, w, bias, mask, activation, seq_idx, init]
+    return [x, w, bias, activation, seq_idx, init]
+
+
+def _causal_conv1d_update_fuzz_call(rng, backward, device, dtype):
+    b, c, k = rng.randint(0, 3), rng.randint(0, 4), rng.randint(1, 5)
+    s = k - 1 + rng.randint(0, 2)
+    x = T([b, c] if rng.random() < 0.5 else [b, c, rng.randint(1, 3)], dtype, device)
+    seqlens = T([b], torch.int32, device) if rng.random() < 0.4 else None
+    # Indices past the cache fail on the CPU, which checks them on the host; on a GPU, as PyTorch's indexing
+    # kernels, with a device-side assert (no host sync in a decoding step), which ends the process's CUDA context:
+    # the CUDA child passes none.
+    indices = T([b], torch.int32, device) if device == "cpu" and rng.random() < 0.4 else None
+    rows = rng.randint(0, 5) if indices is not None else b
+    state = T([rows, c, max(s, 1) if seqlens is not None else s], dtype, device)
+    return [x, state, T([c, k], dtype, device), T([c], dtype, device) if rng.random() < 0.5 else None,
+            rng.choice([None, "silu"]), seqlens, indices]
+
+
 def _causal_conv1d_sharding(rnd):
     Shard, R, P = _placements()
     x, w, b = rnd(4, 6, 10), rnd(6, 4), rnd(6)
@@ -318,6 +350,7 @@ CAUSAL_CONV1D = OpInfo(
     cases=_causal_conv1d_cases,
     property_cost=1.0,
     fuzz_call=_causal_conv1d_fuzz_call,
+    fuzz_overloads={"mamba": _causal_conv1d_mamba_fuzz_call, "update": _causal_conv1d_update_fuzz_call},
     onnx_nodes=_causal_conv1d_onnx_nodes,
     sharding_cases=_causal_conv1d_sharding,
 )
