@@ -6,6 +6,7 @@ torch.export."""
 from __future__ import annotations
 
 import itertools
+import subprocess
 
 import pytest
 import torch
@@ -361,6 +362,47 @@ def test_vmap_refuses_a_shared_state():
     x, state, weight, bias = _vmap_case("cpu")
     with pytest.raises(RuntimeError, match=r"conv_state is updated in place, so it must be batched .* where x is"):
         torch.func.vmap(lambda x_: ops.causal_conv1d.update(x_, state[0], weight, bias))(x)
+
+
+# TorchScript: a decoding model scripted in Python, its state a buffer, run from Python and from the C++ app.
+
+class _Decoder(torch.nn.Module):
+    def __init__(self, weight, bias, state):
+        super().__init__()
+        self.register_buffer("weight", weight)
+        self.register_buffer("bias", bias)
+        self.register_buffer("state", state)
+
+    def forward(self, token: torch.Tensor) -> torch.Tensor:
+        # As docs/guide/ops.md tells: TorchScript takes the op, whose arguments pick the update overload.
+        return torch.ops.customops.causal_conv1d(token, self.state, self.weight, self.bias, activation="silu")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_torchscript_decodes_in_python_and_cpp(device, tmp_path):
+    from test_torchscript_cpp import runner
+
+    x, weight, bias = _sequence(device, L=5)
+    _, state = customops.causal_conv1d(x[..., :2], weight, bias, activation="silu", return_final_states=True)
+    state = state.contiguous()
+    module = _Decoder(weight, bias, state.clone())
+    module.example_inputs = [x[..., 2].cpu()]
+    path = tmp_path / "decoder.pt"
+    torch.jit.script(module).save(str(path))
+    loaded, eager = torch.jit.load(str(path), map_location=device), _Decoder(weight, bias, state.clone())
+    with torch.no_grad():
+        for t in range(2, 5):
+            torch.testing.assert_close(loaded(x[..., t]), eager(x[..., t]), rtol=0, atol=0)
+        torch.testing.assert_close(loaded.state, eager.state, rtol=0, atol=0)
+        again = _Decoder(weight, bias, state.clone())
+        want = [again(x[..., 2]) for _ in range(3)][-1]
+    # The C++ app makes a warm-up call, then --repeats calls, of its example input, each updating the state, and
+    # writes the last output.
+    out = tmp_path / "out.pt"
+    result = subprocess.run([str(runner()), str(path), "--device", device, "--repeats", "2", "--output", str(out)],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    torch.testing.assert_close(torch.load(out), want.cpu(), rtol=0, atol=0)
 
 
 # The in-place update under torch.compile and torch.export.
