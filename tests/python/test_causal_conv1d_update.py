@@ -405,6 +405,28 @@ def test_torchscript_decodes_in_python_and_cpp(device, tmp_path):
     torch.testing.assert_close(torch.load(out), want.cpu(), rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_aoti_package_decodes_in_python_and_cpp(device, tmp_path):
+    """An AOTInductor package keeps the state buffer it updates from call to call, in Python and in the C++ app."""
+    from test_aoti_cpp import run_runner
+
+    x, weight, bias = _sequence(device, L=5)
+    _, state = customops.causal_conv1d(x[..., :2], weight, bias, activation="silu", return_final_states=True)
+    state = state.contiguous()
+    path = customops.aoti.compile_package(_Decoder(weight, bias, state.clone()), [x[..., 2]], tmp_path / "dec.pt2")
+    loaded, eager = torch._inductor.aoti_load_package(str(path)), _Decoder(weight, bias, state.clone())
+    with torch.no_grad():
+        for t in range(2, 5):
+            torch.testing.assert_close(loaded(x[..., t]), eager(x[..., t]), rtol=0, atol=0)
+        again = _Decoder(weight, bias, state.clone())
+        want = [again(x[..., 2]) for _ in range(3)][-1]
+    customops.aoti.save_inputs([x[..., 2]], tmp_path / "inputs.pt")
+    out = tmp_path / "out.pt"
+    done = run_runner(path, "--inputs", tmp_path / "inputs.pt", "--device", device, "--repeats", "2", "--output", out)
+    assert done.returncode == 0, done.stderr
+    torch.testing.assert_close(torch.load(out)[0], want.cpu(), rtol=0, atol=0)
+
+
 # The in-place update under torch.compile and torch.export.
 
 def test_compile_fullgraph_updates_the_state():
