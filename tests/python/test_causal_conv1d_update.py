@@ -234,6 +234,31 @@ def test_refusals(args, message):
                                  **args)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_out_variant_is_the_update_written_into_out(device):
+    """causal_conv1d.update_out, what ExecuTorch's programs call: the update's output and state, out resized from
+    empty or written in place, its dtype checked, the op's refusals kept."""
+    x, weight, bias = _sequence(device, L=3)
+    state = make_tensor((2, 6, 4), device=device, dtype=torch.float32, low=-2, high=2)
+    want_state = state.clone()
+    want = ops.causal_conv1d.update(x, want_state, weight, bias, activation="silu")
+    for out in (torch.empty(0, device=device), torch.full_like(want, float("nan"))):
+        got_state = state.clone()
+        returned = ops.causal_conv1d.update_out(x, got_state, weight, bias, activation="silu", out=out)
+        assert returned is out
+        torch.testing.assert_close(out, want, rtol=0, atol=0)
+        torch.testing.assert_close(got_state, want_state, rtol=0, atol=0)
+    same = torch.empty_like(want)
+    pointer = same.data_ptr()
+    ops.causal_conv1d.update_out(x, state.clone(), weight, bias, activation="silu", out=same)
+    assert same.data_ptr() == pointer
+    with pytest.raises(RuntimeError, match=r"causal_conv1d.update_out: expected out of dtype Float, got Double"):
+        ops.causal_conv1d.update_out(x, state.clone(), weight, bias, out=torch.empty(0, device=device,
+                                                                                     dtype=torch.float64))
+    with pytest.raises(RuntimeError, match=r"S >= K-1"):
+        ops.causal_conv1d.update_out(x, state[..., :2].clone(), weight, bias, out=torch.empty(0, device=device))
+
+
 @pytest.mark.parametrize("device", ["meta"])
 def test_meta_refuses_as_the_kernels(device):
     with pytest.raises(RuntimeError, match=r"S >= K-1"):
