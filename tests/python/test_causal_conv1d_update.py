@@ -389,6 +389,39 @@ def test_vmap_refuses_a_shared_state():
         torch.func.vmap(lambda x_: ops.causal_conv1d.update(x_, state[0], weight, bias))(x)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+def test_threads_and_streams_decoding_at_once_give_the_serial_results(device):
+    """Four threads each decode a sequence of their own at once (on CUDA each on a stream of its own, as a server's
+    request threads): the outputs and states of decoding them one after another, bit for bit."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def sequence(i):
+        g = torch.Generator().manual_seed(i)
+        return [torch.randn(s, generator=g).to(device) for s in ((3, 16, 12), (3, 16, 4), (16, 4), (16,))]
+
+    def decode(x, state, weight, bias, lens):
+        outs = [ops.causal_conv1d.update(x[..., t], state, weight, bias, activation="silu",
+                                         cache_seqlens=lens + t) for t in range(x.shape[-1])]
+        return torch.stack(outs), state
+
+    def threaded(i):
+        x, state, weight, bias = sequence(i)
+        lens = torch.tensor([0, 5, 9], dtype=torch.int32, device=device)
+        if device == "cuda":
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                out = decode(x, state, weight, bias, lens)
+            stream.synchronize()
+            return out
+        return decode(x, state, weight, bias, lens)
+
+    serial = [threaded(i) for i in range(4)]
+    with ThreadPoolExecutor(4) as pool:
+        concurrent = list(pool.map(threaded, range(4)))
+    for (out, state), (want, want_state) in zip(concurrent, serial):
+        assert torch.equal(out, want) and torch.equal(state, want_state)
+
+
 # TorchScript: a decoding model scripted in Python, its state a buffer, run from Python and from the C++ app.
 
 class _Decoder(torch.nn.Module):
