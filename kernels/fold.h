@@ -37,7 +37,7 @@ Window window(const char* op, at::IntArrayRef kernel_size, at::IntArrayRef dilat
 // Number of window positions along one axis of the given size; checks that the
 // kernel fits in the padded input. Int is int64_t (kernels) or c10::SymInt (Meta).
 // window() has checked that 2*p and d*(k-1) fit int64, so `rest` below does
-// too and only its sum with the size may overflow (huge padding).
+// too and only its sum with the size may overflow (huge padding), or that sum's positions (a size of 2^63 - 1).
 template <typename Int>
 Int positions(const char* op, const char* axis, const Int& size, int64_t k, int64_t d, int64_t p, int64_t s) {
   const int64_t rest = 2 * p - d * (k - 1) - 1;  // in [-2^63, 2^63 - 2]: both terms are non-negative
@@ -47,7 +47,10 @@ Int positions(const char* op, const char* axis, const Int& size, int64_t k, int6
                 " + 2*", p, ") overflow int64");
     TORCH_CHECK(*span >= 0, "customops::", op, ": the kernel (", k, " with dilation ", d,
                 ") is larger than the padded input ", axis, " (", *n, " + 2*", p, ")");
-    return Int(*span / s + 1);
+    const auto count = checks::add(*span / s, 1);  // the span itself can be 2^63 - 1 (with stride 1)
+    TORCH_CHECK(count.has_value(), "customops::", op, ": the number of window positions along the ", axis, " (",
+                *n, " + 2*", p, " padding, stride ", s, ") overflows int64");
+    return Int(*count);
   }
   const Int span = size + rest;
   TORCH_CHECK(holds(span >= 0), "customops::", op, ": the kernel (", k, " with dilation ", d,

@@ -129,6 +129,10 @@ def _col2im_errors(device):
     yield ErrorInput(SampleInput((cols, (2**62, 2**62)), _window_args(1, 1, 0, 1)),
                      r"the number of kernel windows .* overflows int64")
     yield ErrorInput(SampleInput((cols, (-2**63, 5)), ok), r"expected output_size to be positive")
+    # Was a signed overflow (UBSan, found by test_fuzz.py): 2^63 - 1 window positions at stride 1, plus one.
+    yield ErrorInput(SampleInput((torch.randn(0, 8, 8, device=device), (4, 2**63 - 1)),
+                                 _window_args(2, (2, 1), (2, 1), (3, 1))),
+                     r"customops::col2im: the number of window positions along the width .* overflows int64")
     yield ErrorInput(SampleInput((torch.randn(2, 3, 5, 5, device=device).long(), 3, 1, 1, 1)),
                      r"customops::col2im_backward: expected grad_out to be a floating-point tensor", backward=True)
     yield ErrorInput(SampleInput((torch.randn(2, 3, 5, 5, device=device), [2**62, 4], 1, 0, 1)),
