@@ -2,8 +2,8 @@
 # Builds customops CPU-only, its DEFAULT kernels alone (see below), with AddressSanitizer and
 # UndefinedBehaviorSanitizer into build-asan/ (against the environment's torch, see env.sh) and runs under them the
 # C++ tests and the Python tests that reach every CPU kernel: the ops' generic tests (forward, backward, gradcheck,
-# errors, fake kernels), the property tests' CI profile, the fuzz test and the concurrency tests. A sanitizer report
-# fails the run. Arguments go to pytest.
+# errors, fake kernels), the property tests' CI profile, the fuzz test, the concurrency tests and causal_conv1d's
+# decoding tests. A sanitizer report fails the run. Arguments go to pytest.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 
 ASAN_BUILD="${CUSTOMOPS_ASAN_BUILD_DIR:-$ROOT/build-asan}"
@@ -50,4 +50,10 @@ cd "$ROOT"
 # shellcheck disable=SC2086
 "$PYTHON" -m pytest -q -p no:cacheprovider $per_file $(pytest_junit "$leg") tests/python/test_properties.py \
   tests/python/test_fuzz.py tests/python/test_concurrency.py "$@" || status=1
+# causal_conv1d's states and decoding step beyond the op table's samples (circular states, a cache's rows, vmap,
+# threads), less the paths that compile or start other programs.
+# shellcheck disable=SC2086
+"$PYTHON" -m pytest -q -p no:cacheprovider $per_test $(pytest_junit "$leg") tests/python/test_causal_conv1d_states.py \
+  tests/python/test_causal_conv1d_update.py -k "not aoti and not torchscript and not compile and not export and not onnx" \
+  "$@" || status=1
 exit $status
