@@ -53,7 +53,7 @@ cd "$ROOT"
 # causal_conv1d's states and decoding step beyond the op table's samples (circular states, a cache's rows, vmap,
 # threads), less the paths that compile or start other programs.
 # shellcheck disable=SC2086
-"$PYTHON" -m pytest -q -p no:cacheprovider $per_test $(pytest_junit "$leg") tests/python/test_causal_conv1d_states.py \
-  tests/python/test_causal_conv1d_update.py -k "not aoti and not torchscript and not compile and not export and not onnx" \
-  "$@" || status=1
+"$PYTHON" -m pytest -q -p no:cacheprovider $per_test $(pytest_junit "$leg") \
+  tests/python/test_causal_conv1d_states.py tests/python/test_causal_conv1d_update.py \
+  -k "not aoti and not torchscript and not compile and not export and not onnx" "$@" || status=1
 exit $status

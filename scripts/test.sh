@@ -92,8 +92,8 @@ if [[ -z "${CUSTOMOPS_PYTHON:-}${CUSTOMOPS_TORCH:-}${CUSTOMOPS_TEST_ONE_TORCH:-}
   # A first run in a fresh clone writes about 20 GB (its three environments, three builds, the tests' own builds
   # and compiled kernels): on a fuller disk, say so first, so that a build failing half-way with "No space left on
   # device" is not a surprise.
-  free_gb=$(df -Pk "$ROOT" "${TMPDIR:-/tmp}" | awk 'NR > 1 { gb = int($4 / 1048576); if (min == "" || gb < min) min = gb }
-                                                   END { print min }')
+  free_gb=$(df -Pk "$ROOT" "${TMPDIR:-/tmp}" |
+    awk 'NR > 1 { gb = int($4 / 1048576); if (min == "" || gb < min) min = gb } END { print min }')
   ((free_gb >= 25)) || echo "customops: warning: $free_gb GB of disk free; a first run of the tests writes about" \
     "20 GB (environments, builds, the tests' temporary builds)" >&2
   bash "$ROOT/scripts/system_tools.sh"  # once, before anything runs beside it (apt-get holds a lock)

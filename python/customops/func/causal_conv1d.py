@@ -10,7 +10,6 @@ filters, in one call.
 from __future__ import annotations
 
 import torch
-
 from torch._functorch.autograd_function import custom_function_call_vmap_helper
 from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
@@ -288,6 +287,9 @@ def _update_vmap(info, in_dims, x, state, weight, bias, activation, cache_seqlen
                           cache_seqlens, indices)
 
 
+_BATCHED = torch.library.Library("customops", "IMPL", "FuncTorchBatched")
+
+
 def _register_update_vmap() -> None:
     op = ops.causal_conv1d.update
     schema = op._schema.arguments
@@ -300,7 +302,6 @@ def _register_update_vmap() -> None:
     _BATCHED.impl("causal_conv1d.update", kernel, "FuncTorchBatched", with_keyset=True)
 
 
-_BATCHED = torch.library.Library("customops", "IMPL", "FuncTorchBatched")
 _register_update_vmap()
 register("causal_conv1d", CausalConv1d)
 register("causal_conv1d_backward", CausalConv1dBackward)

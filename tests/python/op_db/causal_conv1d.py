@@ -186,16 +186,12 @@ def _causal_conv1d_fuzz_call(rng, backward, device, dtype):
     return [x, w, T([c], dtype, device) if rng.random() < 0.5 else None]
 
 
-def _fuzz_seq_idx(rng, b, n, device):
-    return T([b, n], torch.int32, device) if rng.random() < 0.4 else None
-
-
 def _causal_conv1d_mamba_fuzz_call(rng, backward, device, dtype):
     b, c, n, k = rng.randint(0, 3), rng.randint(0, 4), rng.randint(0, 9), rng.randint(1, 5)
     x, w = T([b, c, n], dtype, device, "transposed" if rng.random() < 0.3 else "contiguous"), T([c, k], dtype, device)
     bias = T([c], dtype, device) if rng.random() < 0.5 else None
     activation = rng.choice([None, "silu", "swish"])
-    seq_idx = _fuzz_seq_idx(rng, b, n, device)
+    seq_idx = T([b, n], torch.int32, device) if rng.random() < 0.4 else None
     init = T([b, c, k - 1], dtype, device) if seq_idx is None and rng.random() < 0.4 else None
     if backward:
         mask = [rng.random() < 0.7 for _ in range(4)]
@@ -261,7 +257,6 @@ def _causal_conv1d_sharding(rnd):
     yield ("causal_conv1d_backward.mamba partial", mamba_backward([True, True, False, True], initial_states=1),
            (g, x, w, None, init), [P, R, R, R], [P, P, P])
 
-
     # The decoding step: each case returns the output and the state it updated in place, which must stay placed
     # as it came (the rule refuses to move it: distributed_checks.py) and equal the full call's.
     def update(**names):
@@ -274,8 +269,8 @@ def _causal_conv1d_sharding(rnd):
            [Shard(1), Shard(1), Shard(0), Shard(0)], [Shard(1), Shard(1)])
     yield ("causal_conv1d.update batch", update(cache_seqlens=1), (rnd(4, 6, 2), rnd(4, 6, 5), w, b, lens),
            [Shard(0), Shard(0), R, R, Shard(0)], [Shard(0), Shard(0)])
-    yield ("causal_conv1d.update channels cache", update(conv_state_indices=1), (rnd(4, 6, 2), rnd(6, 6, 3), w, b, rows),
-           [Shard(1), Shard(1), Shard(0), Shard(0), R], [Shard(1), Shard(1)])
+    yield ("causal_conv1d.update channels cache", update(conv_state_indices=1),
+           (rnd(4, 6, 2), rnd(6, 6, 3), w, b, rows), [Shard(1), Shard(1), Shard(0), Shard(0), R], [Shard(1), Shard(1)])
     yield ("causal_conv1d.update replicated", update(), (rnd(4, 6), rnd(4, 6, 5), w, b), [R, R, R, R], [R, R])
 
 
