@@ -55,7 +55,10 @@ For test_fuzz.py:
   tensors) of a valid call of customops::<name>, or of <name>_backward, with
   small random sizes, drawn from the random.Random `rng`,
 - ``fuzz_wrapper_args(rng, args)``, optional: changes a forward call's `args`,
-  in place, to what the Python wrapper customops.<name> takes beyond the schema.
+  in place, to what the Python wrapper customops.<name> takes beyond the schema,
+- ``fuzz_overloads``, optional: {overload: fuzz_call} for the other overloads
+  to search (customops::<name>.<overload>, and <name>_backward.<overload> where
+  it exists), every argument in schema order, keyword-only ones included.
 
 For test_onnx.py:
 
