@@ -436,26 +436,37 @@ class _Decoder(torch.nn.Module):
         return torch.ops.customops.causal_conv1d(token, self.state, self.weight, self.bias, activation="silu")
 
 
+def _prefilled(device):
+    """A prompt of two steps prefilled, three steps left to decode: (x, weight, bias, state)."""
+    x, weight, bias = _sequence(device, L=5)
+    _, state = customops.causal_conv1d(x[..., :2], weight, bias, activation="silu", return_final_states=True)
+    return x, weight, bias, state.contiguous()
+
+
+def _decodes_as_eager(loaded, x, weight, bias, state):
+    """A loaded decoder's steps against eager's, bit for bit: (the eager decoder after them, what a C++ app's
+    warm-up call then two calls of the first step's token must output, each call updating the state)."""
+    eager = _Decoder(weight, bias, state.clone())
+    with torch.no_grad():
+        for t in range(2, 5):
+            torch.testing.assert_close(loaded(x[..., t]), eager(x[..., t]), rtol=0, atol=0)
+        again = _Decoder(weight, bias, state.clone())
+        return eager, [again(x[..., 2]) for _ in range(3)][-1]
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_torchscript_decodes_in_python_and_cpp(device, tmp_path):
     from test_torchscript_cpp import runner
 
-    x, weight, bias = _sequence(device, L=5)
-    _, state = customops.causal_conv1d(x[..., :2], weight, bias, activation="silu", return_final_states=True)
-    state = state.contiguous()
+    x, weight, bias, state = _prefilled(device)
     module = _Decoder(weight, bias, state.clone())
     module.example_inputs = [x[..., 2].cpu()]
     path = tmp_path / "decoder.pt"
     torch.jit.script(module).save(str(path))
-    loaded, eager = torch.jit.load(str(path), map_location=device), _Decoder(weight, bias, state.clone())
-    with torch.no_grad():
-        for t in range(2, 5):
-            torch.testing.assert_close(loaded(x[..., t]), eager(x[..., t]), rtol=0, atol=0)
-        torch.testing.assert_close(loaded.state, eager.state, rtol=0, atol=0)
-        again = _Decoder(weight, bias, state.clone())
-        want = [again(x[..., 2]) for _ in range(3)][-1]
-    # The C++ app makes a warm-up call, then --repeats calls, of its example input, each updating the state, and
-    # writes the last output.
+    loaded = torch.jit.load(str(path), map_location=device)
+    eager, want = _decodes_as_eager(loaded, x, weight, bias, state)
+    torch.testing.assert_close(loaded.state, eager.state, rtol=0, atol=0)
+    # The C++ app makes a warm-up call, then --repeats calls, of its example input, and writes the last output.
     out = tmp_path / "out.pt"
     result = subprocess.run([str(runner()), str(path), "--device", device, "--repeats", "2", "--output", str(out)],
                             capture_output=True, text=True, timeout=300)
@@ -468,16 +479,9 @@ def test_aoti_package_decodes_in_python_and_cpp(device, tmp_path):
     """An AOTInductor package keeps the state buffer it updates from call to call, in Python and in the C++ app."""
     from test_aoti_cpp import run_runner
 
-    x, weight, bias = _sequence(device, L=5)
-    _, state = customops.causal_conv1d(x[..., :2], weight, bias, activation="silu", return_final_states=True)
-    state = state.contiguous()
+    x, weight, bias, state = _prefilled(device)
     path = customops.aoti.compile_package(_Decoder(weight, bias, state.clone()), [x[..., 2]], tmp_path / "dec.pt2")
-    loaded, eager = torch._inductor.aoti_load_package(str(path)), _Decoder(weight, bias, state.clone())
-    with torch.no_grad():
-        for t in range(2, 5):
-            torch.testing.assert_close(loaded(x[..., t]), eager(x[..., t]), rtol=0, atol=0)
-        again = _Decoder(weight, bias, state.clone())
-        want = [again(x[..., 2]) for _ in range(3)][-1]
+    _, want = _decodes_as_eager(torch._inductor.aoti_load_package(str(path)), x, weight, bias, state)
     customops.aoti.save_inputs([x[..., 2]], tmp_path / "inputs.pt")
     out = tmp_path / "out.pt"
     done = run_runner(path, "--inputs", tmp_path / "inputs.pt", "--device", device, "--repeats", "2", "--output", out)

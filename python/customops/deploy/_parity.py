@@ -339,8 +339,6 @@ def _op_name(target) -> str:
     return f"customops.{target._opname}{overload}"
 
 
-
-
 def _provider(ort, providers, inputs) -> str:
     available = ort.get_available_providers()
     if providers:

@@ -33,6 +33,12 @@ _KEY = "FuncTorchDynamicLayerFrontMode"
 _LIBRARY = torch.library.Library("customops", "IMPL", _KEY)
 
 
+def in_schema_order(schema, args: tuple, kwargs: dict) -> tuple:
+    """A kernel's arguments, every one positionally in schema order: the dispatcher drops trailing arguments that
+    equal their defaults and passes keyword-only ones by name."""
+    return (*args, *(kwargs.get(a.name, a.default_value) for a in schema[len(args):]))
+
+
 def register(name: str, function: type[torch.autograd.Function]) -> None:
     """Routes customops::<name> (``op`` or ``op.overload``) to ``function`` while a torch.func transform is
     active."""
@@ -42,9 +48,7 @@ def register(name: str, function: type[torch.autograd.Function]) -> None:
     keyword = [a.name for a in schema if a.kwarg_only]
 
     def kernel(*args, **kwargs):
-        # The dispatcher drops trailing arguments that equal their defaults and passes keyword-only ones by
-        # name; the Functions take every argument positionally, in schema order.
-        args = (*args, *(kwargs.get(a.name, a.default_value) for a in schema[len(args):]))
+        args = in_schema_order(schema, args, kwargs)
         interpreter = retrieve_current_functorch_interpreter()
         if interpreter.key() == TransformType.Functionalize:
             # functorch has no functionalize rule for autograd.Function; the ops are

@@ -14,7 +14,7 @@ from torch._functorch.autograd_function import custom_function_call_vmap_helper
 from torch._functorch.pyfunctorch import retrieve_current_functorch_interpreter
 
 from ._common import (batch_first, below_autograd, conv_backward_grads, conv_backward_tangents, conv_tangent,
-                      mask_of, ops, register, slice_by_slice)
+                      in_schema_order, mask_of, ops, register, slice_by_slice)
 
 
 def _to_channels(t):
@@ -127,16 +127,6 @@ def _mamba_backward(g, x, weight, bias, mask, activation, seq_idx, initial_state
                                             initial_states=initial_states)
 
 
-def _each_sample(fn, n, in_dims, *args):
-    """vmap by calling fn on each sample of the vmapped dimension and stacking: for what no rule folds."""
-    results = [fn(*(a if d is None or a is None else a.select(d, i) for a, d in zip(args, in_dims)))
-               for i in range(n)]
-    if isinstance(results[0], torch.Tensor):
-        return torch.stack(results), 0
-    out = tuple(None if r is None else torch.stack([res[k] for res in results]) for k, r in enumerate(results[0]))
-    return out, tuple(None if t is None else 0 for t in out)
-
-
 def _joined_batch(t, bdim, n):
     """(n, B, ...) -> (n*B, ...): the vmapped dimension joined to the batch, an unbatched t repeated."""
     return None if t is None else batch_first(t, bdim, n).flatten(0, 1)
@@ -199,8 +189,8 @@ class CausalConv1dMamba(torch.autograd.Function):
             out = _mamba(_to_channels(x), weight.flatten(0, 1), None if bias is None else bias.flatten(),
                          activation, seq_idx, init)
             return _from_channels(out, n), 0
-        return _each_sample(_mamba, n, (0, dw, db, None, ds, di), x, weight, bias, activation, seq_idx,
-                            initial_states)
+        return slice_by_slice(_mamba, info, (0, dw, db, None, ds, di), x, weight, bias, activation, seq_idx,
+                              initial_states)
 
 
 class CausalConv1dMambaBackward(torch.autograd.Function):
@@ -242,8 +232,8 @@ class CausalConv1dMambaBackward(torch.autograd.Function):
             out = (None if gx is None else _from_channels(gx, n), None if gw is None else gw.unflatten(0, (n, -1)),
                    None if gb is None else gb.unflatten(0, (n, -1)), None if gi is None else _from_channels(gi, n))
             return out, tuple(None if t is None else 0 for t in out)
-        return _each_sample(_mamba_backward, n, (0, 0, dw, db, None, None, ds, di), g, x, weight, bias, mask,
-                            activation, seq_idx, initial_states)
+        return slice_by_slice(_mamba_backward, info, (0, 0, dw, db, None, None, ds, di), g, x, weight, bias, mask,
+                              activation, seq_idx, initial_states)
 
 
 # The decoding step (causal_conv1d.update) writes conv_state in place and has no gradient: under vmap it needs a
@@ -268,36 +258,37 @@ def _update_vmap(info, in_dims, x, state, weight, bias, activation, cache_seqlen
                                                                 ("cache_seqlens", dl), ("conv_state_indices", di))
                                           if d is not None) + " is")
     state = state.movedim(ds, 0)
-    if dw is None and db is None:
-        try:
-            joined = state.view(-1, *state.shape[2:])  # a view: the op's writes land in the batched state
-        except RuntimeError:
-            joined = None
-        if joined is not None:
-            x = batch_first(x, dx, n)
-            if indices is not None:
-                rows = state.shape[1]
-                each = batch_first(indices, di, n)
-                offset = torch.arange(n, device=each.device, dtype=each.dtype)[:, None] * rows
-                indices = torch.where(each < 0, each, each + offset).flatten()  # negative: a padding row
-            out = _update(x.flatten(0, 1), joined, weight, bias, activation, _joined_batch(cache_seqlens, dl, n),
-                          indices)
-            return out.unflatten(0, (n, -1)), 0
-    return slice_by_slice(_update, info, (dx, 0, dw, db, None, dl, di), x, state, weight, bias, activation,
-                          cache_seqlens, indices)
+    joined = _joined_state(state) if dw is None and db is None else None
+    if joined is None:
+        return slice_by_slice(_update, info, (dx, 0, dw, db, None, dl, di), x, state, weight, bias, activation,
+                              cache_seqlens, indices)
+    if indices is not None:
+        each = batch_first(indices, di, n)
+        offset = torch.arange(n, device=each.device, dtype=each.dtype)[:, None] * state.shape[1]
+        indices = torch.where(each < 0, each, each + offset).flatten()  # negative: a padding row
+    out = _update(batch_first(x, dx, n).flatten(0, 1), joined, weight, bias, activation,
+                  _joined_batch(cache_seqlens, dl, n), indices)
+    return out.unflatten(0, (n, -1)), 0
+
+
+def _joined_state(state):
+    """(n, B_cache, C, S) -> (n*B_cache, C, S) as a view, through which the op's writes land in the batched state;
+    None where the two leading dimensions do not merge into one."""
+    try:
+        return state.view(-1, *state.shape[2:])
+    except RuntimeError:
+        return None
 
 
 _BATCHED = torch.library.Library("customops", "IMPL", "FuncTorchBatched")
 
 
 def _register_update_vmap() -> None:
-    op = ops.causal_conv1d.update
-    schema = op._schema.arguments
+    schema = ops.causal_conv1d.update._schema.arguments
 
     def kernel(_keyset, *args, **kwargs):
-        args = (*args, *(kwargs.get(a.name, a.default_value) for a in schema[len(args):]))
         return custom_function_call_vmap_helper(retrieve_current_functorch_interpreter(), _update_vmap, _update,
-                                                *args)
+                                                *in_schema_order(schema, args, kwargs))
 
     _BATCHED.impl("causal_conv1d.update", kernel, "FuncTorchBatched", with_keyset=True)
 
