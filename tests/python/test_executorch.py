@@ -34,7 +34,8 @@ def _samples(op: OpInfo):
     samples = [s for s in op.sample_inputs("cpu", torch.float32, False) if all(t.numel() > 0 for t in s.tensors())]
     others = {}
     for s in samples:
-        if s.overload != "default":
+        # A program's inputs are contiguous (or channels_last 4-D) tensors.
+        if s.overload != "default" and all(t.is_contiguous() for t in s.tensors()):
             others.setdefault(s.overload, s)
     return samples[:SAMPLES_PER_OP] + list(others.values())
 

@@ -18,7 +18,7 @@ __all__ = ["causal_conv1d", "causal_conv1d_update"]
            "gradient",
            layouts=("— (`(B, C, L)`; any strides, e.g. a transposed `(B, L, C)`)",
                     "—",
-                    "contiguous"))
+                    "contiguous; channel-last for a channel-last `x`"))
 def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, activation: Optional[str] = None,
                   seq_idx: Optional[Tensor] = None, initial_states: Optional[Tensor] = None,
                   return_final_states: bool = False) -> Union[Tensor, Tuple[Tensor, Tensor]]:
@@ -55,13 +55,14 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, a
 
     Returns:
         ``(B, C, L)`` of ``x``'s dtype, computed in float32 for half types (and
-        the ``(B, C, K-1)`` final states with ``return_final_states``). The bare
-        call (no ``activation``, ``seq_idx`` nor ``initial_states``) gives a
-        contiguous result and is differentiable twice in ``x``, ``weight`` and
-        ``bias``; with any of them, the result has ``x``'s layout (channel-last
-        ``x``, as Mamba's, is read in place and gives a channel-last result)
-        and it is differentiable once (as causal-conv1d's), in
-        ``initial_states`` too. The weight and bias
+        the ``(B, C, K-1)`` final states with ``return_final_states``). A
+        channel-last ``x`` (Mamba's) is read in place and gives a channel-last
+        result, differentiable once (as causal-conv1d's), with or without the
+        keyword arguments; so does any ``x`` with ``activation``, ``seq_idx``
+        or ``initial_states`` (in ``initial_states`` too), its result in
+        ``x``'s layout. The bare call (none of them) on any other ``x`` gives a
+        contiguous result, differentiable twice in ``x``, ``weight`` and
+        ``bias``. The weight and bias
         gradients are sums over batch and time in a fixed order (the same bits
         every run). Under ``torch.autocast`` it runs in the autocast dtype, as
         ``F.conv1d`` does.
@@ -81,7 +82,7 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, a
     if seq_idx is not None and return_final_states:
         raise ValueError("customops.causal_conv1d: seq_idx and return_final_states cannot be given together "
                          "(a packed row ends with several sequences' steps, not one state)")
-    if activation is None and seq_idx is None and initial_states is None:
+    if activation is None and seq_idx is None and initial_states is None and not _channel_last(x):
         out = torch.ops.customops.causal_conv1d(x, weight, bias)
     else:
         out = torch.ops.customops.causal_conv1d.mamba(x, weight, bias, activation=activation, seq_idx=seq_idx,
@@ -89,6 +90,12 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, a
     if not return_final_states:
         return out
     return out, _final_states(x, weight, initial_states)
+
+
+def _channel_last(x: Tensor) -> bool:
+    # Mamba's (B, L, C) activations viewed as (B, C, L): the .mamba overload's kernels read them in place and
+    # write the result in the same layout, where the bare overload would copy x and give a contiguous result.
+    return isinstance(x, Tensor) and x.dim() == 3 and x.stride(1) == 1 and x.stride(2) != 1
 
 
 def _taps(weight: Tensor) -> Tensor:

@@ -8,6 +8,8 @@ from typing import Optional
 import torch
 from torch import Tensor, nn
 
+from ..functional.causal_conv1d import _channel_last
+
 __all__ = ["CausalConv1d"]
 
 
@@ -15,7 +17,8 @@ class CausalConv1d(nn.Module):
     """:func:`customops.causal_conv1d` as a module: a ``(channels, kernel_size)``
     filter and a ``(channels,)`` bias, initialised as ``nn.Conv1d(channels,
     channels, kernel_size, groups=channels)`` initialises its own;
-    ``forward(x)`` with ``x`` of shape ``(B, channels, L)``; ``activation``
+    ``forward(x)`` with ``x`` of shape ``(B, channels, L)`` (the result in
+    ``x``'s layout where it is channel-last, else contiguous); ``activation``
     (None, ``"silu"`` or ``"swish"``) is fused into the call, as Mamba's
     ``causal_conv1d_fn(..., activation="silu")``."""
 
@@ -42,7 +45,9 @@ class CausalConv1d(nn.Module):
             nn.init.uniform_(self.bias, -bound, bound)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.activation is None:
+        # As the function: a channel-last x takes the overload that reads it in place (any keyword argument picks
+        # it; written as calls of the op, which TorchScript compiles).
+        if self.activation is None and not _channel_last(x):
             return torch.ops.customops.causal_conv1d(x, self.weight, self.bias)
         return torch.ops.customops.causal_conv1d(x, self.weight, self.bias, activation=self.activation)
 
