@@ -1,12 +1,13 @@
-// causal_conv1d.mamba on CUDA in Mamba's layout ((B, L, C) in memory): each thread owns a few consecutive channels
-// of one batch row and a run of consecutive steps, and walks the run keeping the last K-1 steps in registers, so
-// that every input is read once from memory (plus K-1 steps before the run, mostly from L2) and every access is a
-// vector of the thread's channels: consecutive threads take consecutive channels, so a warp reads one contiguous
-// span of a step. The backward is one kernel: per step it recomputes the pre-activation, takes the SiLU's
-// derivative, and produces the input gradient K-1 steps behind (the steps after s read s); the weight and bias
-// gradients are sums kept in registers over the thread's steps, summed over the block's threads in a fixed order
-// into one slice per block row of a float workspace, which a second kernel sums over the slices in a fixed order
-// (the same bits every run, no atomics).
+// causal_conv1d.mamba on CUDA in Mamba's layout ((B, L, C) in memory). The forward loads a tile of steps x
+// channels (and the K-1 steps before it) into shared memory with 16-byte accesses, computes it there and stores it
+// the same way. The backward: each thread owns a few consecutive channels of one batch row and a run of consecutive
+// steps, and walks the run keeping the last K-1 steps in registers, so that every input is read once from memory
+// (plus K-1 steps before the run, mostly from L2) and every access is a vector of the thread's channels:
+// consecutive threads take consecutive channels, so a warp reads one contiguous span of a step. Per step it
+// recomputes the pre-activation, takes the SiLU's derivative, and produces the input gradient K-1 steps behind (the
+// steps after s read s); the weight and bias gradients are sums kept in registers over the thread's steps, summed
+// over the block's threads in a fixed order into one slice per block row of a float workspace, which a second
+// kernel sums over the slices in a fixed order (the same bits every run, no atomics).
 #include "kernels/cuda/causal_conv1d/channel_last.h"
 
 #include "kernels/causal_conv1d.h"
@@ -30,17 +31,14 @@ namespace {
 // with kThreadsPerBlock, which measured faster on an H100 (finer occupancy steps at their register counts).
 constexpr int kBlock = 256, kThreadsPerBlock = 128;
 
-// Channels per thread (V), steps whose loads are issued together (U), and whether the next U steps' loads are
-// issued before the current ones are computed (prefetch). Measured on an H100 (bf16, width 4, Mamba's shapes),
-// narrower accesses with more threads in flight beat 16-byte ones for the half types: the forward takes 4 channels
-// (8-byte accesses) with prefetch, the backward, which holds twice the windows and the weight-gradient sums, 2
-// channels (4-byte accesses) without. float and double keep 16-byte accesses with prefetch (not measured).
+// The backward's channels per thread (V), steps whose loads are issued together (U), and whether the next U
+// steps' loads are issued before the current ones are computed (prefetch). Measured on an H100 (bf16, width 4,
+// Mamba's shapes), narrower accesses with more threads in flight beat 16-byte ones for the half types: 2 channels
+// (4-byte accesses) without prefetch. float and double keep 16-byte accesses with prefetch (not measured).
 template <typename scalar_t>
 struct Tile {
   static constexpr bool kHalf = sizeof(scalar_t) == 2;
   static constexpr int kWide = static_cast<int>(16 / sizeof(scalar_t));
-  static constexpr int kForwardVec = kHalf ? 4 : kWide, kForwardSteps = 4;
-  static constexpr bool kForwardPrefetch = true;
   static constexpr int kBackwardVec = kHalf ? 2 : kWide, kBackwardSteps = 4;
   static constexpr bool kBackwardPrefetch = !kHalf;
 };
@@ -119,87 +117,85 @@ __device__ __forceinline__ void load_step(const Args<scalar_t>& a, int64_t b, in
   }
 }
 
-// Each thread: channels c0..c0+V-1, runs r of `steps` steps. win[j] holds step t-(K-1)+j for the next step t, ids[j]
-// its sequence; with seq_idx nothing comes before t = 0 (no initial_states), so zeros there need no mask.
-template <typename scalar_t, int K, int V, int U, bool kPrefetch>
-__global__ void __launch_bounds__(kBlock) forward_kernel(const Args<scalar_t> a) {
+// The forward through a shared-memory tile of kTileSteps steps x kTileChannels channels, as Dao's channel-last
+// kernel does: a block first issues every 16-byte load of its tile and the K-1 steps before it (independent of one
+// another, so that many bytes are in flight), then each thread computes a run of steps of one channel from shared
+// memory, and the results go back through the tile and out as 16-byte stores. The per-thread walk of the backward
+// moved the forward's bytes at about 40% of a copy's rate; this one re-reads K-1 of every kTileSteps steps.
+constexpr int kTileSteps = 64, kTileChannels = 64, kTileThreads = 128;
+
+template <typename scalar_t, int K>
+__global__ void __launch_bounds__(kTileThreads) forward_tile_kernel(const Args<scalar_t> a) {
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr bool kFast = sizeof(scalar_t) == 2;
-  const int64_t c0 = first_channel<V>();
-  if (c0 >= a.C) return;
-  opmath_t w[K][V], bias[V];
-#pragma unroll
-  for (int i = 0; i < V; ++i) {
-#pragma unroll
-    for (int k = 0; k < K; ++k) w[k][i] = static_cast<opmath_t>(a.weight[(c0 + i) * K + k]);
-    bias[i] = a.bias != nullptr ? static_cast<opmath_t>(a.bias[c0 + i]) : opmath_t(0);
-  }
+  constexpr int kVec = 16 / sizeof(scalar_t), kRowVecs = kTileChannels / kVec, kRows = kTileSteps + K - 1;
+  // A vector of padding per row keeps every row 16-byte aligned.
+  __shared__ __align__(16) scalar_t tile[kRows][kTileChannels + kVec];
+  __shared__ int32_t ids[kRows];
+  const int64_t tiles = (a.L + kTileSteps - 1) / kTileSteps;
+  const int64_t b = blockIdx.x / tiles, first = (blockIdx.x - b * tiles) * kTileSteps - (K - 1);
+  const int64_t c0 = int64_t(blockIdx.y) * kTileChannels;
   const bool has_seq = a.seq != nullptr;
-  const int64_t rows = a.B * a.runs;
-  for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += int64_t(gridDim.y) * blockDim.y) {
-    const int64_t b = r / a.runs, t0 = (r - b * a.runs) * a.steps;
-    const int64_t end = ::min(t0 + a.steps, a.L);
-    const scalar_t* x = a.x + b * a.xs0 + c0;
-    scalar_t* out = a.out + b * a.os0 + c0;
-    const int32_t* seq = has_seq ? a.seq + b * a.L : nullptr;
-    opmath_t win[K - 1][V];
-    int32_t ids[K - 1];
+  // Row r holds step first + r; C is a whole number of vectors, so a vector is either all in or all out.
+  for (int i = threadIdx.x; i < kRows * kRowVecs; i += kTileThreads) {
+    const int r = i / kRowVecs, v = i - r * kRowVecs;
+    const int64_t s = first + r, c = c0 + int64_t(v) * kVec;
+    Pack<scalar_t, kVec> p;
+    if (c < a.C && s >= 0 && s < a.L) {
+      p = load<scalar_t, kVec>(a.x + b * a.xs0 + s * a.xs2 + c);
+    } else {
 #pragma unroll
-    for (int j = 0; j < K - 1; ++j) {
-      const int64_t s = t0 - (K - 1) + j;
-      load_step<K, V>(a, b, c0, s, win[j]);
-      ids[j] = has_seq && s >= 0 ? seq[s] : 0;
+      for (int j = 0; j < kVec; ++j) {
+        p.v[j] = c < a.C && s < 0 && a.init != nullptr
+                     ? a.init[b * a.is0 + (c + j) * a.is1 + (K - 1 + s) * a.is2] : scalar_t(0);
+      }
     }
-    // With kPrefetch, the loads of the next U steps are issued before the current ones are computed.
-    Pack<scalar_t, V> xv[U], xn[U];
-    int32_t sv[U], sn[U];
-    const auto fetch = [&](int64_t from, Pack<scalar_t, V>(&xs)[U], int32_t(&ss)[U]) {
+    store<scalar_t, kVec>(&tile[r][v * kVec], p);
+  }
+  if (has_seq) {
+    for (int r = threadIdx.x; r < kRows; r += kTileThreads) {
+      const int64_t s = first + r;
+      ids[r] = s >= 0 && s < a.L ? a.seq[b * a.L + s] : -1;  // before t = 0 x is zero: any id will do
+    }
+  }
+  __syncthreads();
+  // Thread: channel ch of the tile, steps [s0, s0 + kRun) of it (tile rows s0 + K-1 ..).
+  constexpr int kRuns = kTileThreads / kTileChannels, kRun = kTileSteps / kRuns;
+  const int ch = threadIdx.x % kTileChannels, s0 = threadIdx.x / kTileChannels * kRun;
+  const int64_t c = c0 + ch;
+  opmath_t w[K], bias = 0;
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (from + u < end) {
-          xs[u] = load<scalar_t, V>(x + (from + u) * a.xs2);
-          ss[u] = has_seq ? seq[from + u] : 0;
-        }
-      }
-    };
-    if constexpr (kPrefetch) fetch(t0, xn, sn);
-    for (int64_t t = t0; t < end; t += U) {
-      if constexpr (kPrefetch) {
+  for (int k = 0; k < K; ++k) w[k] = c < a.C ? static_cast<opmath_t>(a.weight[c * K + k]) : opmath_t(0);
+  if (a.bias != nullptr && c < a.C) bias = static_cast<opmath_t>(a.bias[c]);
+  opmath_t win[K], out[kRun];
 #pragma unroll
-        for (int u = 0; u < U; ++u) xv[u] = xn[u], sv[u] = sn[u];
-        fetch(t + U, xn, sn);
-      } else {
-        fetch(t, xv, sv);
-      }
+  for (int k = 0; k < K - 1; ++k) win[k] = static_cast<opmath_t>(tile[s0 + k][ch]);
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (t + u >= end) break;
-        bool reads[K - 1];
+  for (int s = 0; s < kRun; ++s) {
+    win[K - 1] = static_cast<opmath_t>(tile[s0 + s + K - 1][ch]);
+    opmath_t acc = bias;
+    if (has_seq) {
+      const int32_t own = ids[s0 + s + K - 1];
 #pragma unroll
-        for (int j = 0; j < K - 1; ++j) reads[j] = !has_seq || ids[j] == sv[u];
-        opmath_t cur[V];
-        Pack<scalar_t, V> y;
+      for (int k = 0; k < K; ++k) acc += ids[s0 + s + k] == own ? w[k] * win[k] : opmath_t(0);
+    } else {
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-          cur[i] = static_cast<opmath_t>(xv[u].v[i]);
-          opmath_t acc = bias[i];
+      for (int k = 0; k < K; ++k) acc += w[k] * win[k];
+    }
+    if (a.silu) acc *= sigmoid<kFast>(acc);
+    out[s] = acc;
 #pragma unroll
-          for (int j = 0; j < K - 1; ++j) acc += w[j][i] * (reads[j] ? win[j][i] : opmath_t(0));
-          acc += w[K - 1][i] * cur[i];
-          if (a.silu) acc *= sigmoid<kFast>(acc);
-          y.v[i] = static_cast<scalar_t>(acc);
-        }
-        store<scalar_t, V>(out + (t + u) * a.os2, y);
+    for (int k = 0; k + 1 < K; ++k) win[k] = win[k + 1];
+  }
+  __syncthreads();  // every thread has read its inputs: the tile takes the results, row s for step first+K-1+s
 #pragma unroll
-        for (int j = 0; j + 1 < K - 1; ++j) {
-          ids[j] = ids[j + 1];
-#pragma unroll
-          for (int i = 0; i < V; ++i) win[j][i] = win[j + 1][i];
-        }
-        ids[K - 2] = sv[u];
-#pragma unroll
-        for (int i = 0; i < V; ++i) win[K - 2][i] = cur[i];
-      }
+  for (int s = 0; s < kRun; ++s) tile[s0 + s][ch] = static_cast<scalar_t>(out[s]);
+  __syncthreads();
+  for (int i = threadIdx.x; i < kTileSteps * kRowVecs; i += kTileThreads) {
+    const int r = i / kRowVecs, v = i - r * kRowVecs;
+    const int64_t t = first + (K - 1) + r, cc = c0 + int64_t(v) * kVec;
+    if (t < a.L && cc < a.C) {
+      store<scalar_t, kVec>(a.out + b * a.os0 + t * a.os2 + cc, load<scalar_t, kVec>(&tile[r][v * kVec]));
     }
   }
 }
@@ -488,14 +484,12 @@ void forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bi
     a.out = out.data_ptr<scalar_t>();
     a.os0 = out.stride(0), a.os2 = out.stride(2);
     with_width(weight.size(1), [&](auto K) {
-      constexpr int kV = Tile<scalar_t>::kForwardVec, kU = Tile<scalar_t>::kForwardSteps;
-      auto launch = [&](auto kernel, int vec) {
-        const Shape s = shape_for(a.B, a.C, a.L, vec, 32, 256, false);
-        a.steps = s.steps, a.runs = s.runs;
-        kernel<<<s.grid, s.block, 0, stream>>>(a);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      launch(forward_kernel<scalar_t, decltype(K)::value, kV, kU, Tile<scalar_t>::kForwardPrefetch>, kV);
+      const int64_t tiles = a.B * ceil_div(a.L, kTileSteps), columns = ceil_div(a.C, kTileChannels);
+      TORCH_CHECK(tiles <= int64_t(std::numeric_limits<int32_t>::max()) && columns <= 65535,
+                  "causal_conv1d: x of ", a.B, " rows of ", a.L, " steps and ", a.C, " channels is too large");
+      forward_tile_kernel<scalar_t, decltype(K)::value>
+          <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(columns)), kTileThreads, 0, stream>>>(a);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
 }
