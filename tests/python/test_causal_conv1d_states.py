@@ -57,7 +57,12 @@ def _differentiable(sample):
     return [t for t in (x, w, b, init) if t is not None]
 
 
-@pytest.mark.parametrize("sample", [s for s in SAMPLES if not s.name.startswith("mamba_long")], ids=lambda s: s.name)
+# Whole Jacobians: the long and the many-tile samples would take minutes and gigabytes (their gradients are
+# checked against the reference's below).
+GRADCHECKED = [s for s in SAMPLES if not s.name.startswith("mamba_long") and s.args[0].numel() <= 1024]
+
+
+@pytest.mark.parametrize("sample", GRADCHECKED, ids=lambda s: s.name)
 def test_gradcheck(sample):
     tensors = [t.detach().requires_grad_() for t in _differentiable(sample)]
     has_bias, has_init = sample.args[2] is not None, "initial_states" in sample.kwargs

@@ -106,6 +106,13 @@ def mamba_samples(device, dtype, requires_grad):
                  {"activation": "silu", "initial_states": t((2, 3, 16)).transpose(1, 2)}, "channel_last_vectors")
     yield sample((t((1, 24, 16)).transpose(1, 2), t((16, 3)), None),
                  {"seq_idx": seq(1, 16, 7)[None], "activation": "silu"}, "channel_last_vectors_seq_idx")
+    # Several tiles of the CUDA forward (64 steps x 64 channels), the last ones partial; sequences across them.
+    yield sample((t((2, 150, 72)).transpose(1, 2), t((72, 4)), t((72,))),
+                 {"activation": "silu", "initial_states": t((2, 3, 72)).transpose(1, 2)}, "channel_last_tiles")
+    yield sample((t((1, 150, 72)).transpose(1, 2), t((72, 3)), None), {"seq_idx": seq(63, 2, 85)[None]},
+                 "channel_last_tiles_seq_idx")
+    # No keyword argument: a channel-last x still takes this overload (read in place).
+    yield sample((t((2, 20, 16)).transpose(1, 2), t((16, 2)), t((16,))), {}, "channel_last_bare")
     yield sample((t((2, 3, 9), noncontiguous=True), t((3, 4), noncontiguous=True), t((3,))),
                  {"activation": "silu", "initial_states": t((2, 3, 3), noncontiguous=True)}, "noncontiguous")
     yield sample((t((0, 3, 6)), t((3, 4)), t((3,))), {"activation": "silu"}, "batch0")
