@@ -4,7 +4,6 @@
 // row's state: a decoding step moves a few values per channel, too few to share a row between threads.
 #include "kernels/causal_conv1d.h"
 #include "kernels/cuda/common/device_guard.h"
-#include "kernels/cuda/common/launch.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -14,11 +13,13 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 namespace customops::cuda {
 namespace {
 
-using launch::kThreads;
+// Blocks of two warps: a batch of one token spreads its channels over more multiprocessors.
+constexpr int kThreads = 64;
 
 // Strides in elements; x and out as (B, C, L), the state as (B_cache, C, S).
 template <typename scalar_t>
@@ -37,11 +38,27 @@ struct UpdateArgs {
   bool silu;
 };
 
-template <typename scalar_t, int K>
-__global__ void __launch_bounds__(kThreads) update_kernel(UpdateArgs<scalar_t> a) {
+// The half types' results keep 8 or 11 bits, far under the fast exponential's and division's error (as the
+// channel-last forward's); float and double take the exact ones, so that decoding gives the forward's bits.
+template <typename opmath_t, bool kFast>
+__device__ __forceinline__ opmath_t silu(opmath_t z) {
+  if constexpr (kFast) {
+    return z * __fdividef(1.f, 1.f + __expf(-z));
+  } else {
+    return z / (opmath_t(1) + ::exp(-z));
+  }
+}
+
+// kCircular: cache_seqlens given. S and L fit in 32 bits (checked by the caller): decoding steps are short, and
+// 32-bit counters keep the kernel's registers, hence the threads resident per multiprocessor, where a step that
+// moves a few values per thread needs them.
+template <typename scalar_t, int K, bool kCircular>
+__global__ void __launch_bounds__(kThreads) update_kernel(const UpdateArgs<scalar_t> a) {
   using opmath_t = at::opmath_type<scalar_t>;
+  constexpr bool kFast = sizeof(scalar_t) == 2;
   const int64_t c = blockIdx.x * int64_t(kThreads) + threadIdx.x;
   if (c >= a.C) return;
+  const int S = static_cast<int>(a.S), L = static_cast<int>(a.L);
   opmath_t taps[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) taps[k] = static_cast<opmath_t>(a.weight[c * K + k]);
@@ -51,22 +68,20 @@ __global__ void __launch_bounds__(kThreads) update_kernel(UpdateArgs<scalar_t> a
     scalar_t* out = a.out + b * a.os0 + c * a.os1;
     const int64_t row = a.indices != nullptr ? int64_t(a.indices[b]) : b;
     if (row < 0) {  // a padding row: zeros out, no state to touch
-      for (int64_t t = 0; t < a.L; ++t) out[t * a.os2] = scalar_t(0);
+      for (int t = 0; t < L; ++t) out[t * a.os2] = scalar_t(0);
       continue;
     }
     CUDA_KERNEL_ASSERT(row < a.rows && "customops::causal_conv1d.update: conv_state_indices out of range");
     scalar_t* state = a.state + row * a.ss0 + c * a.ss1;
-    const int64_t S = a.S;
-    const bool circular = a.cache_seqlens != nullptr;
-    const int64_t start = circular ? int64_t(a.cache_seqlens[b]) : 0;
+    // Slot at(i) holds the state's step i (oldest first): a circular state's next write goes to slot start, its
+    // oldest step sits there; an ordered state's oldest is slot 0.
+    const int start = kCircular ? ((a.cache_seqlens[b] % S) + S) % S : 0;
+    const auto at = [&](int i) { return kCircular ? (start + i) % S : i; };  // i in [0, 2S)
     // window[j]: the step K-1-j before the next one (oldest first).
     opmath_t window[K > 1 ? K - 1 : 1];
 #pragma unroll
-    for (int j = 0; j < K - 1; ++j) {
-      const int64_t i = circular ? (((start - (K - 1) + j) % S) + S) % S : S - (K - 1) + j;
-      window[j] = static_cast<opmath_t>(state[i * a.ss2]);
-    }
-    for (int64_t t = 0; t < a.L; ++t) {
+    for (int j = 0; j < K - 1; ++j) window[j] = static_cast<opmath_t>(state[at(S - (K - 1) + j) * a.ss2]);
+    for (int t = 0; t < L; ++t) {
       const opmath_t v = static_cast<opmath_t>(x[t * a.xs2]);
       opmath_t acc = bias + taps[K - 1] * v;
 #pragma unroll
@@ -74,17 +89,16 @@ __global__ void __launch_bounds__(kThreads) update_kernel(UpdateArgs<scalar_t> a
 #pragma unroll
       for (int j = 0; j + 1 < K - 1; ++j) window[j] = window[j + 1];
       if (K > 1) window[K > 1 ? K - 2 : 0] = v;
-      if (a.silu) acc = acc / (opmath_t(1) + ::exp(-acc));
+      if (a.silu) acc = silu<opmath_t, kFast>(acc);
       out[t * a.os2] = static_cast<scalar_t>(acc);
     }
-    const int64_t L = a.L;
-    if (circular) {
-      for (int64_t t = 0; t < L; ++t) state[((((start + t) % S) + S) % S) * a.ss2] = x[t * a.xs2];
-    } else if (L >= S) {
-      for (int64_t i = 0; i < S; ++i) state[i * a.ss2] = x[(L - S + i) * a.xs2];
+    if constexpr (kCircular) {
+      // The L new steps overwrite the oldest ones, in order: the last S of them where L > S.
+      for (int t = L > S ? L - S : 0; t < L; ++t) state[((start + t) % S) * a.ss2] = x[t * a.xs2];
     } else {
-      for (int64_t i = 0; i + L < S; ++i) state[i * a.ss2] = state[(i + L) * a.ss2];
-      for (int64_t t = 0; t < L; ++t) state[(S - L + t) * a.ss2] = x[t * a.xs2];
+      // Shift by L and append x: slot i takes step i + L of (state, x). In increasing i a slot is read before
+      // it is written.
+      for (int i = 0; i < S; ++i) state[i * a.ss2] = i + L < S ? state[(i + L) * a.ss2] : x[(i + L - S) * a.xs2];
     }
   }
 }
@@ -93,7 +107,11 @@ template <typename scalar_t, int K>
 void launch_width(const UpdateArgs<scalar_t>& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.C + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(a.B, 65535)));
-  update_kernel<scalar_t, K><<<grid, kThreads, 0, stream>>>(a);
+  if (a.cache_seqlens != nullptr) {
+    update_kernel<scalar_t, K, true><<<grid, kThreads, 0, stream>>>(a);
+  } else {
+    update_kernel<scalar_t, K, false><<<grid, kThreads, 0, stream>>>(a);
+  }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
@@ -122,6 +140,10 @@ at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, con
   // checked against the cache's rows on the device (an assert), not read back here.
   const auto u = causal_conv1d_impl::check_update(x, conv_state, weight, bias, activation, cache_seqlens,
                                                   conv_state_indices);
+  TORCH_CHECK(conv_state.size(2) <= std::numeric_limits<int32_t>::max() &&
+                  (x.dim() == 2 || x.size(2) <= std::numeric_limits<int32_t>::max()),
+              "causal_conv1d_update: conv_state's length and x's steps must fit in 32 bits, got ", conv_state.size(2),
+              " and ", x.dim() == 2 ? 1 : x.size(2));
   const KernelGuard guard(x.device());
   const at::Tensor x3 = x.dim() == 2 ? x.unsqueeze(-1) : x;
   at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
