@@ -1,13 +1,13 @@
-// causal_conv1d.mamba on CUDA in Mamba's layout ((B, L, C) in memory). The forward loads a tile of steps x
-// channels (and the K-1 steps before it) into shared memory with 16-byte accesses, computes it there and stores it
-// the same way. The backward: each thread owns a few consecutive channels of one batch row and a run of consecutive
-// steps, and walks the run keeping the last K-1 steps in registers, so that every input is read once from memory
-// (plus K-1 steps before the run, mostly from L2) and every access is a vector of the thread's channels:
-// consecutive threads take consecutive channels, so a warp reads one contiguous span of a step. Per step it
-// recomputes the pre-activation, takes the SiLU's derivative, and produces the input gradient K-1 steps behind (the
-// steps after s read s); the weight and bias gradients are sums kept in registers over the thread's steps, summed
-// over the block's threads in a fixed order into one slice per block row of a float workspace, which a second
-// kernel sums over the slices in a fixed order (the same bits every run, no atomics).
+// causal_conv1d.mamba on CUDA in Mamba's layout ((B, L, C) in memory), through shared-memory tiles of 64 steps x
+// 64 channels, as Dao's channel-last kernels do: a block first issues every 16-byte load of its tile (and the K-1
+// steps around it that the window needs), independent of one another so that many bytes are in flight, then each
+// thread walks a run of steps of one channel from shared memory keeping the window in registers, and the results go
+// back through the tile and out as 16-byte stores. The backward recomputes the pre-activation for the SiLU's
+// derivative, produces the input gradient K-1 steps behind (the steps after s read s) and sums the weight and bias
+// gradients per thread over the tiles its block takes, then over the block's threads in a fixed order into one slice
+// per block row of a float workspace, which a second kernel sums over the slices in a fixed order (the same bits
+// every run, no atomics). A thread per channel walking its steps from global memory, the layout's natural kernel,
+// kept too few bytes in flight: about 40% of a copy's rate forward, 25% backward, on an H100.
 #include "kernels/cuda/causal_conv1d/channel_last.h"
 
 #include "kernels/causal_conv1d.h"
@@ -27,20 +27,16 @@
 namespace customops::cuda::causal_conv1d_channel_last {
 namespace {
 
-// The kernels' register budget (launch bounds) and shared memory are sized for kBlock threads; they are launched
-// with kThreadsPerBlock, which measured faster on an H100 (finer occupancy steps at their register counts).
-constexpr int kBlock = 256, kThreadsPerBlock = 128;
-
-// The backward's channels per thread (V), steps whose loads are issued together (U), and whether the next U
-// steps' loads are issued before the current ones are computed (prefetch). Measured on an H100 (bf16, width 4,
-// Mamba's shapes), narrower accesses with more threads in flight beat 16-byte ones for the half types: 2 channels
-// (4-byte accesses) without prefetch. float and double keep 16-byte accesses with prefetch (not measured).
-template <typename scalar_t>
-struct Tile {
-  static constexpr bool kHalf = sizeof(scalar_t) == 2;
-  static constexpr int kWide = static_cast<int>(16 / sizeof(scalar_t));
-  static constexpr int kBackwardVec = kHalf ? 2 : kWide, kBackwardSteps = 4;
-  static constexpr bool kBackwardPrefetch = !kHalf;
+// Tiles: kSteps steps x kChannels channels, kThreads threads, each thread one channel and a run of kSteps / kRuns
+// steps. The backward holds two tiles (x and grad_out): double's are half as wide, within the 48 KB of static
+// shared memory a block may hold.
+template <typename scalar_t, bool kBackward>
+struct TileShape {
+  static constexpr int kSteps = 64, kThreads = 128;
+  static constexpr int kChannels = kBackward && sizeof(scalar_t) == 8 ? 32 : 64;
+  static constexpr int kVec = static_cast<int>(16 / sizeof(scalar_t));  // elements of a 16-byte access
+  static constexpr int kRowVecs = kChannels / kVec, kRuns = kThreads / kChannels, kRun = kSteps / kRuns;
+  static constexpr int kWidth = kChannels + kVec;  // a vector of padding per row keeps rows 16-byte aligned
 };
 
 template <typename scalar_t, int V>
@@ -88,80 +84,74 @@ struct Args {
   const int32_t* seq;                // (B, L) contiguous, nullptr where none
   at::opmath_type<scalar_t>* parts;  // [gridDim.y][K+1][C], nullptr where neither weight nor bias gradient is asked
   int64_t B, C, L;
-  int64_t steps, runs;  // steps per run, runs per batch row (the last one may be shorter)
+  int64_t tiles;  // tiles of steps per batch row
   bool silu;
 };
 
-// The block's x spans channel vectors, its y runs of steps; a block row of the grid takes its runs in turn.
-template <int V>
-__device__ __forceinline__ int64_t first_channel() {
-  return (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) * V;
-}
-
-// Step s in [-(K-1), L) of row b at channels c0.., in opmath: x, or before t = 0 initial_states (read through
-// its strides: K-1 values per run at most) or zeros.
-template <int K, int V, typename scalar_t, typename opmath_t>
-__device__ __forceinline__ void load_step(const Args<scalar_t>& a, int64_t b, int64_t c0, int64_t s,
-                                          opmath_t (&v)[V]) {
-  if (s >= 0) {
-    const auto p = load<scalar_t, V>(a.x + b * a.xs0 + s * a.xs2 + c0);
-#pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = static_cast<opmath_t>(p.v[i]);
-  } else if (a.init != nullptr) {
-    const scalar_t* init = a.init + b * a.is0 + (K - 1 + s) * a.is2;
-#pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = static_cast<opmath_t>(init[(c0 + i) * a.is1]);
-  } else {
-#pragma unroll
-    for (int i = 0; i < V; ++i) v[i] = opmath_t(0);
-  }
-}
-
-// The forward through a shared-memory tile of kTileSteps steps x kTileChannels channels, as Dao's channel-last
-// kernel does: a block first issues every 16-byte load of its tile and the K-1 steps before it (independent of one
-// another, so that many bytes are in flight), then each thread computes a run of steps of one channel from shared
-// memory, and the results go back through the tile and out as 16-byte stores. The per-thread walk of the backward
-// moved the forward's bytes at about 40% of a copy's rate; this one re-reads K-1 of every kTileSteps steps.
-constexpr int kTileSteps = 64, kTileChannels = 64, kTileThreads = 128;
-
-template <typename scalar_t, int K>
-__global__ void __launch_bounds__(kTileThreads) forward_tile_kernel(const Args<scalar_t> a) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  constexpr bool kFast = sizeof(scalar_t) == 2;
-  constexpr int kVec = 16 / sizeof(scalar_t), kRowVecs = kTileChannels / kVec, kRows = kTileSteps + K - 1;
-  // A vector of padding per row keeps every row 16-byte aligned.
-  __shared__ __align__(16) scalar_t tile[kRows][kTileChannels + kVec];
-  __shared__ int32_t ids[kRows];
-  const int64_t tiles = (a.L + kTileSteps - 1) / kTileSteps;
-  const int64_t b = blockIdx.x / tiles, first = (blockIdx.x - b * tiles) * kTileSteps - (K - 1);
-  const int64_t c0 = int64_t(blockIdx.y) * kTileChannels;
-  const bool has_seq = a.seq != nullptr;
-  // Row r holds step first + r; C is a whole number of vectors, so a vector is either all in or all out.
-  for (int i = threadIdx.x; i < kRows * kRowVecs; i += kTileThreads) {
+// Rows [0, R) of a tile from src (x or grad_out of batch row b, step stride s2): row r holds step first + r of
+// channels c0.., zeros past L and past C, and before t = 0 zeros or, with `init`, initial_states' steps (K-1 of
+// them, the first at row first + r = -(K-1)). C is a whole number of vectors: a vector is all in or all out.
+template <typename Shape, int K, int R, typename scalar_t>
+__device__ __forceinline__ void load_tile(scalar_t (&tile)[R][Shape::kWidth], const scalar_t* src, int64_t s2,
+                                          const Args<scalar_t>& a, int64_t b, int64_t first, int64_t c0,
+                                          bool init) {
+  constexpr int kVec = Shape::kVec, kRowVecs = Shape::kRowVecs;
+  for (int i = threadIdx.x; i < R * kRowVecs; i += Shape::kThreads) {
     const int r = i / kRowVecs, v = i - r * kRowVecs;
     const int64_t s = first + r, c = c0 + int64_t(v) * kVec;
     Pack<scalar_t, kVec> p;
     if (c < a.C && s >= 0 && s < a.L) {
-      p = load<scalar_t, kVec>(a.x + b * a.xs0 + s * a.xs2 + c);
+      p = load<scalar_t, kVec>(src + s * s2 + c);
     } else {
 #pragma unroll
       for (int j = 0; j < kVec; ++j) {
-        p.v[j] = c < a.C && s < 0 && a.init != nullptr
-                     ? a.init[b * a.is0 + (c + j) * a.is1 + (K - 1 + s) * a.is2] : scalar_t(0);
+        p.v[j] = init && c < a.C && s < 0 ? a.init[b * a.is0 + (c + j) * a.is1 + (K - 1 + s) * a.is2] : scalar_t(0);
       }
     }
     store<scalar_t, kVec>(&tile[r][v * kVec], p);
   }
-  if (has_seq) {
-    for (int r = threadIdx.x; r < kRows; r += kTileThreads) {
-      const int64_t s = first + r;
-      ids[r] = s >= 0 && s < a.L ? a.seq[b * a.L + s] : -1;  // before t = 0 x is zero: any id will do
-    }
+}
+
+// Rows [0, kSteps) of a tile to out (batch row b): row r is step first + r; steps past L and channels past C are
+// not written.
+template <typename Shape, int R, typename scalar_t>
+__device__ __forceinline__ void store_tile(const scalar_t (&tile)[R][Shape::kWidth], scalar_t* out, int64_t s2,
+                                           int64_t L, int64_t C, int64_t first, int64_t c0) {
+  constexpr int kVec = Shape::kVec, kRowVecs = Shape::kRowVecs;
+  for (int i = threadIdx.x; i < Shape::kSteps * kRowVecs; i += Shape::kThreads) {
+    const int r = i / kRowVecs, v = i - r * kRowVecs;
+    const int64_t t = first + r, c = c0 + int64_t(v) * kVec;
+    if (t < L && c < C) store<scalar_t, kVec>(out + t * s2 + c, load<scalar_t, kVec>(&tile[r][v * kVec]));
   }
+}
+
+// Sequence ids of rows [0, R): step first + r's, -1 outside [0, L) (where x is zero or, without seq_idx,
+// initial_states: seq_idx excludes them).
+template <typename Shape, int R, typename scalar_t>
+__device__ __forceinline__ void load_ids(int32_t (&ids)[R], const Args<scalar_t>& a, int64_t b, int64_t first) {
+  for (int r = threadIdx.x; r < R; r += Shape::kThreads) {
+    const int64_t s = first + r;
+    ids[r] = s >= 0 && s < a.L ? a.seq[b * a.L + s] : -1;
+  }
+}
+
+// Block (column of channels, tile of steps of one batch row); thread: channel ch of the tile, steps [s0, s0 + kRun)
+// of it, at tile rows s0 + K-1 ...
+template <typename scalar_t, int K>
+__global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_kernel(const Args<scalar_t> a) {
+  using S = TileShape<scalar_t, false>;
+  using opmath_t = at::opmath_type<scalar_t>;
+  constexpr bool kFast = sizeof(scalar_t) == 2;
+  constexpr int kRows = S::kSteps + K - 1, kRun = S::kRun;
+  __shared__ __align__(16) scalar_t tile[kRows][S::kWidth];
+  __shared__ int32_t ids[kRows];
+  const int64_t b = blockIdx.x / a.tiles, first = (blockIdx.x - b * a.tiles) * S::kSteps - (K - 1);
+  const int64_t c0 = int64_t(blockIdx.y) * S::kChannels;
+  const bool has_seq = a.seq != nullptr;
+  load_tile<S, K>(tile, a.x + b * a.xs0, a.xs2, a, b, first, c0, a.init != nullptr);
+  if (has_seq) load_ids<S>(ids, a, b, first);
   __syncthreads();
-  // Thread: channel ch of the tile, steps [s0, s0 + kRun) of it (tile rows s0 + K-1 ..).
-  constexpr int kRuns = kTileThreads / kTileChannels, kRun = kTileSteps / kRuns;
-  const int ch = threadIdx.x % kTileChannels, s0 = threadIdx.x / kTileChannels * kRun;
+  const int ch = threadIdx.x % S::kChannels, s0 = threadIdx.x / S::kChannels * kRun;
   const int64_t c = c0 + ch;
   opmath_t w[K], bias = 0;
 #pragma unroll
@@ -191,184 +181,109 @@ __global__ void __launch_bounds__(kTileThreads) forward_tile_kernel(const Args<s
 #pragma unroll
   for (int s = 0; s < kRun; ++s) tile[s0 + s][ch] = static_cast<scalar_t>(out[s]);
   __syncthreads();
-  for (int i = threadIdx.x; i < kTileSteps * kRowVecs; i += kTileThreads) {
-    const int r = i / kRowVecs, v = i - r * kRowVecs;
-    const int64_t t = first + (K - 1) + r, cc = c0 + int64_t(v) * kVec;
-    if (t < a.L && cc < a.C) {
-      store<scalar_t, kVec>(a.out + b * a.os0 + t * a.os2 + cc, load<scalar_t, kVec>(&tile[r][v * kVec]));
-    }
-  }
+  store_tile<S>(tile, a.out + b * a.os0, a.os2, a.L, a.C, first + (K - 1), c0);
 }
 
-// Each thread: channels c0..c0+V-1, runs of `steps` steps [t0, stop). It walks t from t0 to stop + K-2: at each
-// step the gradient before the SiLU, gp(t) (zero past L), and then the gradient of step s = t-(K-1), which steps
-// s..t read with taps K-1..0 (only those of s's sequence with seq_idx): grad_x for s in the run, the gradient of
-// initial_states for s < 0 (the run at t0 = 0). Windows: xw[j], gw[j], ids[j] hold x, gp and the sequence of step
-// t-(K-1)+j; the gradients before t0 are not needed (s >= t0) except before t = 0, where they are zero. The weight
-// and bias gradients sum gp(t) times the taps' inputs over the thread's own steps (t < stop), across its runs.
-template <typename scalar_t, int K, int V, int U, bool kPrefetch>
-__global__ void __launch_bounds__(kBlock) backward_kernel(const Args<scalar_t> a) {
+// Block: a column of channels and, in turn, tiles q = blockIdx.y, blockIdx.y + gridDim.y, ... of (batch row, steps
+// [t0, t0 + kSteps)). Tile rows: x's row r is step t0 - (K-1) + r (the window before t0 and the K-1 steps after the
+// tile, whose pre-activations the gradients of the tile's last steps need), grad_out's row r step t0 + r. A thread
+// walks local steps lt = s0 .. s0 + kRun + K-2 of its channel: gp(lt), the gradient before the SiLU (zero past L),
+// then the gradient of step ls = lt - (K-1), which steps ls..lt read with taps K-1..0 (those of its sequence with
+// seq_idx): grad_x for ls in its run, initial_states' for ls < 0 (tile 0, run 0), where gp before t = 0 is zero. The
+// weight and bias gradients sum gp times the taps' inputs over the thread's own steps, across the block's tiles.
+template <typename scalar_t, int K>
+__global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads) backward_kernel(const Args<scalar_t> a) {
+  using S = TileShape<scalar_t, true>;
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr bool kFast = sizeof(scalar_t) == 2;
-  const int64_t c0 = first_channel<V>();
-  opmath_t dw[K][V], db[V];
+  constexpr int kXRows = S::kSteps + 2 * (K - 1), kGRows = S::kSteps + K - 1, kRun = S::kRun;
+  __shared__ __align__(16) scalar_t xs[kXRows][S::kWidth];
+  __shared__ __align__(16) scalar_t gs[kGRows][S::kWidth];
+  __shared__ int32_t ids[kXRows];
+  const int64_t c0 = int64_t(blockIdx.x) * S::kChannels;
+  const int ch = threadIdx.x % S::kChannels, run = threadIdx.x / S::kChannels, s0 = run * kRun;
+  const int64_t c = c0 + ch;
+  const bool has_seq = a.seq != nullptr;
+  opmath_t w[K], bias = 0, dw[K], db = 0;
 #pragma unroll
-  for (int i = 0; i < V; ++i) {
-    db[i] = opmath_t(0);
-#pragma unroll
-    for (int k = 0; k < K; ++k) dw[k][i] = opmath_t(0);
+  for (int k = 0; k < K; ++k) {
+    w[k] = c < a.C ? static_cast<opmath_t>(a.weight[c * K + k]) : opmath_t(0);
+    dw[k] = 0;
   }
-  if (c0 < a.C) {
-    opmath_t w[K][V], bias[V];
+  if (a.bias != nullptr && c < a.C) bias = static_cast<opmath_t>(a.bias[c]);
+  for (int64_t q = blockIdx.y; q < a.B * a.tiles; q += gridDim.y) {
+    const int64_t b = q / a.tiles, t0 = (q - b * a.tiles) * S::kSteps;
+    __syncthreads();  // the previous tile's reads and stores are done
+    load_tile<S, K>(xs, a.x + b * a.xs0, a.xs2, a, b, t0 - (K - 1), c0, a.init != nullptr);
+    load_tile<S, K>(gs, a.grad + b * a.gs0, a.gs2, a, b, t0, c0, false);
+    if (has_seq) load_ids<S>(ids, a, b, t0 - (K - 1));
+    __syncthreads();
+    opmath_t gw[K], dx[kRun];  // gw[j]: gp of local step lt - (K-1) + j
 #pragma unroll
-    for (int i = 0; i < V; ++i) {
+    for (int j = 0; j < K; ++j) gw[j] = 0;
 #pragma unroll
-      for (int k = 0; k < K; ++k) w[k][i] = static_cast<opmath_t>(a.weight[(c0 + i) * K + k]);
-      bias[i] = a.bias != nullptr ? static_cast<opmath_t>(a.bias[c0 + i]) : opmath_t(0);
+    for (int i = 0; i < kRun + K - 1; ++i) {
+      const int lt = s0 + i;
+      opmath_t gp = 0;
+      if (t0 + lt < a.L) {
+        const int32_t own = has_seq ? ids[lt + K - 1] : 0;
+        opmath_t taps[K], z = bias;
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+          taps[k] = !has_seq || ids[lt + k] == own ? static_cast<opmath_t>(xs[lt + k][ch]) : opmath_t(0);
+          z += w[k] * taps[k];
+        }
+        gp = static_cast<opmath_t>(gs[lt][ch]);
+        if (a.silu) {
+          const opmath_t sig = sigmoid<kFast>(z);
+          gp *= sig * (opmath_t(1) + z * (opmath_t(1) - sig));
+        }
+        if (i < kRun) {
+          db += gp;
+#pragma unroll
+          for (int k = 0; k < K; ++k) dw[k] += gp * taps[k];
+        }
+      }
+      gw[K - 1] = gp;
+      // Step ls = lt - (K-1) is read by step ls + j with tap K-1-j.
+      const int ls = lt - (K - 1);
+      if (i >= K - 1 || (t0 == 0 && s0 == 0 && a.dinit != nullptr)) {
+        const int32_t mine = has_seq ? ids[ls + K - 1] : 0;
+        opmath_t acc = 0;
+#pragma unroll
+        for (int j = 0; j < K; ++j) acc += !has_seq || ids[ls + K - 1 + j] == mine ? w[K - 1 - j] * gw[j] : opmath_t(0);
+        if (i >= K - 1) {
+          dx[i - (K - 1)] = acc;
+        } else if (c < a.C) {
+          // Before t = 0. With seq_idx no step reads there: zeros.
+          a.dinit[(b * a.C + c) * (K - 1) + (K - 1 + ls)] = has_seq ? scalar_t(0) : static_cast<scalar_t>(acc);
+        }
+      }
+#pragma unroll
+      for (int j = 0; j + 1 < K; ++j) gw[j] = gw[j + 1];
     }
-    const bool has_seq = a.seq != nullptr;
-    const int64_t rows = a.B * a.runs;
-    for (int64_t r = int64_t(blockIdx.y) * blockDim.y + threadIdx.y; r < rows;
-         r += int64_t(gridDim.y) * blockDim.y) {
-      const int64_t b = r / a.runs, t0 = (r - b * a.runs) * a.steps;
-      const int64_t stop = ::min(t0 + a.steps, a.L), end = stop + (K - 1), in_end = ::min(end, a.L);
-      const scalar_t* x = a.x + b * a.xs0 + c0;
-      const scalar_t* grad = a.grad + b * a.gs0 + c0;
-      scalar_t* dx = a.out != nullptr ? a.out + b * a.os0 + c0 : nullptr;
-      const int32_t* seq = has_seq ? a.seq + b * a.L : nullptr;
-      opmath_t xw[K - 1][V], gw[K - 1][V];
-      int32_t ids[K - 1];
+    if (a.out != nullptr) {
+      __syncthreads();  // every thread has read grad_out's tile: it takes grad_x, row r for step t0 + r
 #pragma unroll
-      for (int j = 0; j < K - 1; ++j) {
-        const int64_t s = t0 - (K - 1) + j;
-        load_step<K, V>(a, b, c0, s, xw[j]);
-        ids[j] = has_seq && s >= 0 ? seq[s] : 0;
-#pragma unroll
-        for (int i = 0; i < V; ++i) gw[j][i] = opmath_t(0);
-      }
-      // With kPrefetch, the loads of the next U steps are issued before the current ones are computed.
-      Pack<scalar_t, V> xv[U], gv[U], xn[U], gn[U];
-      int32_t sv[U], sn[U];
-      const auto fetch = [&](int64_t from, Pack<scalar_t, V>(&xs)[U], Pack<scalar_t, V>(&gs)[U],
-                             int32_t(&ss)[U]) {
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (from + u < in_end) {
-            xs[u] = load<scalar_t, V>(x + (from + u) * a.xs2);
-            gs[u] = load<scalar_t, V>(grad + (from + u) * a.gs2);
-            ss[u] = has_seq ? seq[from + u] : 0;
-          }
-        }
-      };
-      if constexpr (kPrefetch) fetch(t0, xn, gn, sn);
-      for (int64_t t = t0; t < end; t += U) {
-        if constexpr (kPrefetch) {
-#pragma unroll
-          for (int u = 0; u < U; ++u) xv[u] = xn[u], gv[u] = gn[u], sv[u] = sn[u];
-          fetch(t + U, xn, gn, sn);
-        } else {
-          fetch(t, xv, gv, sv);
-        }
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          const int64_t tt = t + u;
-          if (tt >= end) break;
-          opmath_t cur[V], gp[V];
-          int32_t id = 0;
-          if (tt < a.L) {
-            id = sv[u];
-            bool reads[K - 1];
-#pragma unroll
-            for (int j = 0; j < K - 1; ++j) reads[j] = !has_seq || ids[j] == id;
-            const bool own = tt < stop;
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-              cur[i] = static_cast<opmath_t>(xv[u].v[i]);
-              opmath_t taps[K];
-#pragma unroll
-              for (int j = 0; j < K - 1; ++j) taps[j] = reads[j] ? xw[j][i] : opmath_t(0);
-              taps[K - 1] = cur[i];
-              opmath_t g = static_cast<opmath_t>(gv[u].v[i]);
-              if (a.silu) {
-                opmath_t z = bias[i];
-#pragma unroll
-                for (int k = 0; k < K; ++k) z += w[k][i] * taps[k];
-                const opmath_t sig = sigmoid<kFast>(z);
-                g *= sig * (opmath_t(1) + z * (opmath_t(1) - sig));
-              }
-              gp[i] = g;
-              if (own) {
-                db[i] += g;
-#pragma unroll
-                for (int k = 0; k < K; ++k) dw[k][i] += g * taps[k];
-              }
-            }
-          } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i) cur[i] = gp[i] = opmath_t(0);
-          }
-          // Step s = tt-(K-1) is read by step s+j with tap K-1-j: gw[j] for j < K-1, gp for j = K-1.
-          const int64_t s = tt - (K - 1);
-          if (s >= t0 ? dx != nullptr : s < 0 && a.dinit != nullptr) {
-            bool reads[K];
-#pragma unroll
-            for (int j = 1; j < K - 1; ++j) reads[j] = !has_seq || ids[j] == ids[0];
-            reads[K - 1] = !has_seq || id == ids[0];
-            Pack<scalar_t, V> out;
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-              opmath_t acc = w[K - 1][i] * gw[0][i];
-#pragma unroll
-              for (int j = 1; j < K - 1; ++j) acc += w[K - 1 - j][i] * (reads[j] ? gw[j][i] : opmath_t(0));
-              acc += w[0][i] * (reads[K - 1] ? gp[i] : opmath_t(0));
-              out.v[i] = static_cast<scalar_t>(acc);
-            }
-            if (s >= t0) {
-              store<scalar_t, V>(dx + s * a.os2, out);
-            } else {
-              // Before t = 0 (the run at t0 = 0). With seq_idx no step reads there: zeros.
-              scalar_t* dinit = a.dinit + (b * a.C + c0) * (K - 1) + (s + K - 1);
-#pragma unroll
-              for (int i = 0; i < V; ++i) dinit[i * (K - 1)] = has_seq ? scalar_t(0) : out.v[i];
-            }
-          }
-#pragma unroll
-          for (int j = 0; j + 1 < K - 1; ++j) {
-            ids[j] = ids[j + 1];
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-              xw[j][i] = xw[j + 1][i];
-              gw[j][i] = gw[j + 1][i];
-            }
-          }
-          ids[K - 2] = id;
-#pragma unroll
-          for (int i = 0; i < V; ++i) {
-            xw[K - 2][i] = cur[i];
-            gw[K - 2][i] = gp[i];
-          }
-        }
-      }
+      for (int s = 0; s < kRun; ++s) gs[s0 + s][ch] = static_cast<scalar_t>(dx[s]);
+      __syncthreads();
+      store_tile<S>(gs, a.out + b * a.os0, a.os2, a.L, a.C, t0, c0);
     }
   }
   if (a.parts == nullptr) return;
-  // The block's rows of threads (blockDim.y of them) share channels: their sums, row by row in order.
-  __shared__ opmath_t shared[kBlock * V];
-  const int width = blockDim.x * V, tid = threadIdx.y * blockDim.x + threadIdx.x;
+  // The block's runs share channels: their sums, run by run in order, into the block row's slice.
+  __shared__ opmath_t sums[S::kRuns][K + 1][S::kChannels];
 #pragma unroll
-  for (int k = 0; k <= K; ++k) {
-#pragma unroll
-    for (int i = 0; i < V; ++i) shared[tid * V + i] = k < K ? dw[k][i] : db[i];
-    __syncthreads();
-    for (int col = tid; col < width; col += blockDim.x * blockDim.y) {
-      const int64_t c = int64_t(blockIdx.x) * width + col;
-      if (c < a.C) {
-        opmath_t sum = shared[col];
-        for (int y = 1; y < int(blockDim.y); ++y) sum += shared[y * width + col];
-        a.parts[(int64_t(blockIdx.y) * (K + 1) + k) * a.C + c] = sum;
-      }
+  for (int k = 0; k < K; ++k) sums[run][k][ch] = dw[k];
+  sums[run][K][ch] = db;
+  __syncthreads();
+  for (int i = threadIdx.x; i < (K + 1) * S::kChannels; i += S::kThreads) {
+    const int k = i / S::kChannels, col = i - k * S::kChannels;
+    if (c0 + col < a.C) {
+      opmath_t sum = sums[0][k][col];
+      for (int r = 1; r < S::kRuns; ++r) sum += sums[r][k][col];
+      a.parts[(int64_t(blockIdx.y) * (K + 1) + k) * a.C + c0 + col] = sum;
     }
-    __syncthreads();
   }
 }
 
@@ -404,37 +319,6 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// Block (cx, ty): cx threads across channel vectors (a warp where the channels allow), ty across runs. Steps per
-// run: the most (up to `most`) that still give a full wave of threads (2048 per multiprocessor), at least
-// `fewest`: shorter runs re-read more of the K-1 steps before each one. With `bounded_rows`, the block rows stop at
-// about one wave (each thread takes several runs in turn): the backward writes one workspace slice per block row.
-struct Shape {
-  dim3 grid, block;
-  int64_t steps, runs;
-};
-
-Shape shape_for(int64_t B, int64_t C, int64_t L, int V, int64_t fewest, int64_t most, bool bounded_rows) {
-  Shape s;
-  const int64_t vecs = C / V;
-  int cx = 1;
-  while (cx < 32 && cx < vecs) cx *= 2;
-  const int ty = kThreadsPerBlock / cx;
-  const int64_t wanted = int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * 2048;
-  s.steps = most;
-  while (s.steps > fewest && vecs * B * ceil_div(L, s.steps) < wanted) s.steps /= 2;
-  s.runs = ceil_div(L, s.steps);
-  const int64_t gx = ceil_div(vecs, cx), needed = ceil_div(B * s.runs, ty);
-  int64_t gy = std::min<int64_t>(needed, 65535);
-  if (bounded_rows) {
-    const int64_t cap = std::max<int64_t>(1, ceil_div(wanted, gx * cx * ty));
-    gy = std::min(gy, ceil_div(needed, ceil_div(needed, cap)));  // as many runs for every block row
-  }
-  TORCH_INTERNAL_ASSERT(gx <= int64_t(std::numeric_limits<int32_t>::max()));
-  s.grid = dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy));
-  s.block = dim3(cx, ty);
-  return s;
-}
-
 template <typename scalar_t>
 Args<scalar_t> args_for(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
                         const at::Tensor& seq_idx, const at::Tensor& init, bool silu) {
@@ -449,6 +333,7 @@ Args<scalar_t> args_for(const at::Tensor& x, const at::Tensor& weight, const at:
   a.bias = bias.defined() ? bias.const_data_ptr<scalar_t>() : nullptr;
   a.seq = seq_idx.defined() ? seq_idx.const_data_ptr<int32_t>() : nullptr;
   a.B = x.size(0), a.C = x.size(1), a.L = x.size(2);
+  a.tiles = ceil_div(a.L, TileShape<scalar_t, false>::kSteps);
   a.silu = silu;
   return a;
 }
@@ -480,15 +365,16 @@ void forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bi
   TORCH_INTERNAL_ASSERT(takes(x, weight.size(1)) && vectorisable(out) && weight.is_contiguous());
   const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "causal_conv1d_channel_last", [&] {
+    using S = TileShape<scalar_t, false>;
     auto a = args_for<scalar_t>(x, weight, bias, seq_idx, initial_states, silu);
     a.out = out.data_ptr<scalar_t>();
     a.os0 = out.stride(0), a.os2 = out.stride(2);
+    const int64_t tiles = a.B * a.tiles, columns = ceil_div(a.C, S::kChannels);
+    TORCH_CHECK(tiles <= int64_t(std::numeric_limits<int32_t>::max()) && columns <= 65535,
+                "causal_conv1d: x of ", a.B, " rows of ", a.L, " steps and ", a.C, " channels is too large");
     with_width(weight.size(1), [&](auto K) {
-      const int64_t tiles = a.B * ceil_div(a.L, kTileSteps), columns = ceil_div(a.C, kTileChannels);
-      TORCH_CHECK(tiles <= int64_t(std::numeric_limits<int32_t>::max()) && columns <= 65535,
-                  "causal_conv1d: x of ", a.B, " rows of ", a.L, " steps and ", a.C, " channels is too large");
-      forward_tile_kernel<scalar_t, decltype(K)::value>
-          <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(columns)), kTileThreads, 0, stream>>>(a);
+      forward_kernel<scalar_t, decltype(K)::value>
+          <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(columns)), S::kThreads, 0, stream>>>(a);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   });
@@ -505,6 +391,7 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "causal_conv1d_backward_channel_last",
                                   [&] {
     using opmath_t = at::opmath_type<scalar_t>;
+    using S = TileShape<scalar_t, true>;
     auto a = args_for<scalar_t>(x, weight, bias, seq_idx, initial_states, silu);
     a.grad = grad_out.const_data_ptr<scalar_t>();
     a.gs0 = grad_out.stride(0), a.gs2 = grad_out.stride(2);
@@ -515,27 +402,29 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
     if (grad_initial_states.defined() && grad_initial_states.numel() > 0) {
       a.dinit = grad_initial_states.data_ptr<scalar_t>();
     }
+    // About one wave of blocks (8 per multiprocessor), each taking tiles in turn: the weight and bias gradients
+    // leave one workspace slice per block row.
+    const int64_t columns = ceil_div(a.C, S::kChannels), tiles = a.B * a.tiles;
+    const int64_t wave = int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * 8;
+    const int64_t cap = std::min<int64_t>(std::max<int64_t>(1, ceil_div(wave, columns)), 65535);
+    const int64_t rows = ceil_div(tiles, ceil_div(tiles, cap));  // as many tiles for every block row
+    TORCH_CHECK(columns <= int64_t(std::numeric_limits<int32_t>::max()),
+                "causal_conv1d: x of ", a.C, " channels is too large");
     const bool params = grad_weight.defined() || grad_bias.defined();
     at::Tensor parts;
-    Shape s;
+    if (params) {
+      parts = at::empty({rows, K + 1, a.C}, x.options().dtype(at::toOpMathType(x.scalar_type())));
+      a.parts = parts.data_ptr<opmath_t>();
+    }
     with_width(K, [&](auto width) {
-      constexpr int kV = Tile<scalar_t>::kBackwardVec, kU = Tile<scalar_t>::kBackwardSteps;
-      auto launch = [&](auto kernel, int vec) {
-        s = shape_for(a.B, a.C, a.L, vec, 64, 128, params);
-        a.steps = s.steps, a.runs = s.runs;
-        if (params) {
-          parts = at::empty({int64_t(s.grid.y), K + 1, a.C}, x.options().dtype(at::toOpMathType(x.scalar_type())));
-          a.parts = parts.data_ptr<opmath_t>();
-        }
-        kernel<<<s.grid, s.block, 0, stream>>>(a);
-        C10_CUDA_KERNEL_LAUNCH_CHECK();
-      };
-      launch(backward_kernel<scalar_t, decltype(width)::value, kV, kU, Tile<scalar_t>::kBackwardPrefetch>, kV);
+      backward_kernel<scalar_t, decltype(width)::value>
+          <<<dim3(static_cast<unsigned>(columns), static_cast<unsigned>(rows)), S::kThreads, 0, stream>>>(a);
+      C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     if (params) {
       const int64_t n = (K + 1) * a.C;
       sum_parts_kernel<scalar_t><<<static_cast<unsigned>(ceil_div(n, kSumX)), dim3(kSumX, kSumY), 0, stream>>>(
-          a.parts, int64_t(s.grid.y), a.C, static_cast<int>(K),
+          a.parts, rows, a.C, static_cast<int>(K),
           grad_weight.defined() ? grad_weight.data_ptr<scalar_t>() : nullptr,
           grad_bias.defined() ? grad_bias.data_ptr<scalar_t>() : nullptr);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
