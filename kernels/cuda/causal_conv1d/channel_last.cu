@@ -402,23 +402,25 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
     if (grad_initial_states.defined() && grad_initial_states.numel() > 0) {
       a.dinit = grad_initial_states.data_ptr<scalar_t>();
     }
-    // About one wave of blocks (8 per multiprocessor), each taking tiles in turn: the weight and bias gradients
-    // leave one workspace slice per block row.
     const int64_t columns = ceil_div(a.C, S::kChannels), tiles = a.B * a.tiles;
-    const int64_t wave = int64_t(at::cuda::getCurrentDeviceProperties()->multiProcessorCount) * 8;
-    const int64_t cap = std::min<int64_t>(std::max<int64_t>(1, ceil_div(wave, columns)), 65535);
-    const int64_t rows = ceil_div(tiles, ceil_div(tiles, cap));  // as many tiles for every block row
     TORCH_CHECK(columns <= int64_t(std::numeric_limits<int32_t>::max()),
                 "causal_conv1d: x of ", a.C, " channels is too large");
     const bool params = grad_weight.defined() || grad_bias.defined();
     at::Tensor parts;
-    if (params) {
-      parts = at::empty({rows, K + 1, a.C}, x.options().dtype(at::toOpMathType(x.scalar_type())));
-      a.parts = parts.data_ptr<opmath_t>();
-    }
+    int64_t rows = 1;
     with_width(K, [&](auto width) {
-      backward_kernel<scalar_t, decltype(width)::value>
-          <<<dim3(static_cast<unsigned>(columns), static_cast<unsigned>(rows)), S::kThreads, 0, stream>>>(a);
+      const auto kernel = backward_kernel<scalar_t, decltype(width)::value>;
+      // At most one wave of blocks (as many as the device holds at once), each taking as many tiles in turn: the
+      // weight and bias gradients leave one workspace slice per block row, and a block past the wave would run all
+      // its tiles after the wave's, as long again.
+      const int64_t wave = launch::resident_blocks(kernel, S::kThreads, 0);
+      const int64_t cap = std::clamp<int64_t>(wave / columns, 1, 65535);
+      rows = ceil_div(tiles, ceil_div(tiles, cap));
+      if (params) {
+        parts = at::empty({rows, K + 1, a.C}, x.options().dtype(at::toOpMathType(x.scalar_type())));
+        a.parts = parts.data_ptr<opmath_t>();
+      }
+      kernel<<<dim3(static_cast<unsigned>(columns), static_cast<unsigned>(rows)), S::kThreads, 0, stream>>>(a);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
     if (params) {
