@@ -280,10 +280,24 @@ def test_cuda_seq_idx_and_the_current_stream():
 @pytest.mark.parametrize("width", [2, 3, 4])
 @pytest.mark.parametrize("extra", ["silu_initial_states", "silu_seq_idx", "initial_states", "seq_idx"])
 def test_cuda_channel_last_kernels_match_the_reference(dtype, width, extra):
-    # Mamba's layout with whole 16-byte vectors of channels takes the kernels that walk runs of steps (named
-    # channel_last): the forward and every gradient against the float64 reference, over several runs per row,
-    # sequence boundaries at and beside the runs' edges (multiples of 16), and the same bits twice.
-    B, C, L = 2, 32, 300
+    # Mamba's layout with whole 16-byte vectors of channels takes the tiled kernels (named channel_last): the
+    # forward and every gradient against the float64 reference, over several tiles per row, sequence boundaries at
+    # and beside the tiles' edges (multiples of 64) and elsewhere, and the same bits twice.
+    cuts = torch.tensor([1, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 128, 129, 255, 256, 299])
+    _check_channel_last(dtype, width, extra, 2, 32, 300, cuts)
+
+
+@requires_cuda
+@pytest.mark.parametrize("extra", ["silu_initial_states", "silu_seq_idx", "initial_states", "seq_idx"])
+def test_cuda_channel_last_blocks_take_several_tiles(extra):
+    # The backward launches one wave of blocks, each taking tiles of steps in turn: rows long enough for two tiles
+    # a block or more wherever a multiprocessor holds up to 12 of them (float32's: 3 on an H100).
+    B = 2
+    L = 64 * 24 * torch.cuda.get_device_properties(0).multi_processor_count // B + 37
+    _check_channel_last(torch.float32, 4, extra, B, 64, L, torch.arange(63, L, 997))
+
+
+def _check_channel_last(dtype, width, extra, B, C, L, cuts):
     gen = torch.Generator().manual_seed(width)
     x = torch.randn(B, L, C, generator=gen).to("cuda", dtype).transpose(1, 2).requires_grad_()
     w = (torch.randn(C, width, generator=gen) / 2).to("cuda", dtype).requires_grad_()
@@ -291,7 +305,6 @@ def test_cuda_channel_last_kernels_match_the_reference(dtype, width, extra):
     kwargs = {"activation": "silu" if extra.startswith("silu") else None}
     leaves = [x, w, b]
     if extra.endswith("seq_idx"):
-        cuts = torch.tensor([1, 15, 16, 17, 31, 32, 33, 64, 100, 128, 129, 255, 256, 299])
         row = (torch.arange(L)[:, None] >= cuts).sum(1).to(torch.int32)
         kwargs["seq_idx"] = torch.stack([row, row.flip(0).neg() + row.max()]).contiguous().cuda()
     else:

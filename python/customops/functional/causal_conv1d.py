@@ -57,12 +57,12 @@ def causal_conv1d(x: Tensor, weight: Tensor, bias: Optional[Tensor] = None, *, a
         ``(B, C, L)`` of ``x``'s dtype, computed in float32 for half types (and
         the ``(B, C, K-1)`` final states with ``return_final_states``). A
         channel-last ``x`` (Mamba's) is read in place and gives a channel-last
-        result, differentiable once (as causal-conv1d's), with or without the
-        keyword arguments; so does any ``x`` with ``activation``, ``seq_idx``
-        or ``initial_states`` (in ``initial_states`` too), its result in
-        ``x``'s layout. The bare call (none of them) on any other ``x`` gives a
-        contiguous result, differentiable twice in ``x``, ``weight`` and
-        ``bias``. The weight and bias
+        result, with or without the keyword arguments; with ``activation``,
+        ``seq_idx`` or ``initial_states`` any ``x`` gives a result in its own
+        layout. Both are differentiable once (as causal-conv1d's), in
+        ``initial_states`` too. The bare call (none of them) on any other
+        ``x`` gives a contiguous result, differentiable twice in ``x``,
+        ``weight`` and ``bias``. The weight and bias
         gradients are sums over batch and time in a fixed order (the same bits
         every run). Under ``torch.autocast`` it runs in the autocast dtype, as
         ``F.conv1d`` does.

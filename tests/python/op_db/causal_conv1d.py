@@ -106,7 +106,8 @@ def mamba_samples(device, dtype, requires_grad):
                  {"activation": "silu", "initial_states": t((2, 3, 16)).transpose(1, 2)}, "channel_last_vectors")
     yield sample((t((1, 24, 16)).transpose(1, 2), t((16, 3)), None),
                  {"seq_idx": seq(1, 16, 7)[None], "activation": "silu"}, "channel_last_vectors_seq_idx")
-    # Several tiles of the CUDA forward (64 steps x 64 channels), the last ones partial; sequences across them.
+    # Several of the CUDA kernels' tiles (64 steps x 64 channels, 32 in double's backward), the last ones partial;
+    # sequences across them.
     yield sample((t((2, 150, 72)).transpose(1, 2), t((72, 4)), t((72,))),
                  {"activation": "silu", "initial_states": t((2, 3, 72)).transpose(1, 2)}, "channel_last_tiles")
     yield sample((t((1, 150, 72)).transpose(1, 2), t((72, 3)), None), {"seq_idx": seq(63, 2, 85)[None]},
