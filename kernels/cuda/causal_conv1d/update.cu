@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <limits>
 
 namespace customops::cuda {
 namespace {
@@ -38,8 +37,8 @@ struct UpdateArgs {
   bool silu;
 };
 
-// The half types' results keep 8 or 11 bits, far under the fast exponential's and division's error (as the
-// channel-last forward's); float and double take the exact ones, so that decoding gives the forward's bits.
+// The half types' results keep 8 or 11 bits, far under the fast exponential's and division's error (the same
+// SiLU as the channel-last forward's); float and double take the exact ones.
 template <typename opmath_t, bool kFast>
 __device__ __forceinline__ opmath_t silu(opmath_t z) {
   if constexpr (kFast) {
@@ -49,7 +48,7 @@ __device__ __forceinline__ opmath_t silu(opmath_t z) {
   }
 }
 
-// kCircular: cache_seqlens given. S and L fit in 32 bits (checked by the caller): decoding steps are short, and
+// kCircular: cache_seqlens given. S and L are below 2^29 (checked by the caller): decoding steps are short, and
 // 32-bit counters keep the kernel's registers, hence the threads resident per multiprocessor, where a step that
 // moves a few values per thread needs them.
 template <typename scalar_t, int K, bool kCircular>
@@ -140,10 +139,10 @@ at::Tensor causal_conv1d_update(const at::Tensor& x, at::Tensor& conv_state, con
   // checked against the cache's rows on the device (an assert), not read back here.
   const auto u = causal_conv1d_impl::check_update(x, conv_state, weight, bias, activation, cache_seqlens,
                                                   conv_state_indices);
-  TORCH_CHECK(conv_state.size(2) <= std::numeric_limits<int32_t>::max() &&
-                  (x.dim() == 2 || x.size(2) <= std::numeric_limits<int32_t>::max()),
-              "causal_conv1d_update: conv_state's length and x's steps must fit in 32 bits, got ", conv_state.size(2),
-              " and ", x.dim() == 2 ? 1 : x.size(2));
+  const int64_t steps = x.dim() == 2 ? 1 : x.size(2);
+  TORCH_CHECK(conv_state.size(2) < (int64_t(1) << 29) && steps < (int64_t(1) << 29),
+              "causal_conv1d_update: conv_state's length and x's steps must be below 2^29, got ", conv_state.size(2),
+              " and ", steps);
   const KernelGuard guard(x.device());
   const at::Tensor x3 = x.dim() == 2 ? x.unsqueeze(-1) : x;
   at::Tensor out = at::empty(x.sizes(), x.options().memory_format(at::MemoryFormat::Contiguous));
