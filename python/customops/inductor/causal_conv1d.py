@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import torch
 
+from ..functional.causal_conv1d import _channel_last
+
 OP = "causal_conv1d"
 DECOMPOSED_BY_DEFAULT = False
 
@@ -72,8 +74,7 @@ def causal_conv1d_mamba(x: torch.Tensor, weight: torch.Tensor, bias=None, activa
         if bias is not None:
             y = y + bias[:, None].to(wide)
         y = (y if activation is None else aten.silu(y)).to(x.dtype)
-    channel_last = x.stride(1) == 1 and x.stride(2) != 1
-    return y.transpose(1, 2).contiguous().transpose(1, 2) if channel_last else y.contiguous()
+    return y.transpose(1, 2).contiguous().transpose(1, 2) if _channel_last(x) else y.contiguous()
 
 
 DECOMPOSITIONS = {"causal_conv1d": causal_conv1d, "causal_conv1d_backward": causal_conv1d_backward,
