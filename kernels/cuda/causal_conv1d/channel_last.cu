@@ -11,6 +11,7 @@
 #include "kernels/cuda/causal_conv1d/channel_last.h"
 
 #include "kernels/causal_conv1d.h"
+#include "kernels/cuda/causal_conv1d/sigmoid.cuh"
 #include "kernels/cuda/common/launch.cuh"
 
 #include <ATen/Dispatch.h>
@@ -26,6 +27,8 @@
 
 namespace customops::cuda::causal_conv1d_channel_last {
 namespace {
+
+using causal_conv1d_math::sigmoid;
 
 // Tiles: kSteps steps x kChannels channels, kThreads threads, each thread one channel and a run of kSteps / kRuns
 // steps. The backward holds two tiles (x and grad_out): double's are half as wide, within the 48 KB of static
@@ -50,21 +53,6 @@ __device__ __forceinline__ Pack<scalar_t, V> load(const scalar_t* p) {
 template <typename scalar_t, int V>
 __device__ __forceinline__ void store(scalar_t* p, const Pack<scalar_t, V>& v) {
   *reinterpret_cast<Pack<scalar_t, V>*>(p) = v;
-}
-
-// The half types' results keep 8 or 11 bits, far under the fast exponential's and division's error; float and
-// double take the exact ones.
-template <bool kFast>
-__device__ __forceinline__ float sigmoid(float z) {
-  if constexpr (kFast) {
-    return __fdividef(1.f, 1.f + __expf(-z));
-  } else {
-    return 1.f / (1.f + ::expf(-z));
-  }
-}
-template <bool kFast>
-__device__ __forceinline__ double sigmoid(double z) {
-  return 1.0 / (1.0 + ::exp(-z));
 }
 
 // Strides in elements; channels are x's unit stride (and the outputs', in x's layout).

@@ -3,6 +3,7 @@
 // x live in registers (the width is a template argument) while the thread walks x's L steps, then it writes the
 // row's state: a decoding step moves a few values per channel, too few to share a row between threads.
 #include "kernels/causal_conv1d.h"
+#include "kernels/cuda/causal_conv1d/sigmoid.cuh"
 #include "kernels/cuda/common/device_guard.h"
 
 #include <ATen/Dispatch.h>
@@ -37,12 +38,12 @@ struct UpdateArgs {
   bool silu;
 };
 
-// The half types' results keep 8 or 11 bits, far under the fast exponential's and division's error (the same
-// SiLU as the channel-last forward's); float and double take the exact ones.
+// The half types take the channel-last forward's SiLU (the fast logistic); float and double keep z / (1 + e^-z),
+// as the other kernels compute it.
 template <typename opmath_t, bool kFast>
 __device__ __forceinline__ opmath_t silu(opmath_t z) {
   if constexpr (kFast) {
-    return z * __fdividef(1.f, 1.f + __expf(-z));
+    return z * causal_conv1d_math::sigmoid<true>(z);
   } else {
     return z / (opmath_t(1) + ::exp(-z));
   }
