@@ -140,6 +140,9 @@ def _causal_conv1d_autocast_samples(device, low, requires_grad):
         name = str(x_dtype).removeprefix("torch.")
         yield SampleInput((t((2, 4, 7), x_dtype), t((4, 4), torch.float32), t((4,), torch.float32)),
                           name=f"{name}_input")
+        # Mamba's channel-last activations (whole vectors of channels: CUDA's tiled kernels), cast as autocast casts.
+        yield SampleInput((t((2, 9, 16), x_dtype).transpose(1, 2), t((16, 4), torch.float32), t((16,), torch.float32)),
+                          name=f"{name}_channel_last_input", overload="mamba", skips=MAMBA_SKIPS)
 
 
 def _causal_conv1d_dynamic(device, dtype):
