@@ -13,6 +13,7 @@
 #include "kernels/causal_conv1d.h"
 #include "kernels/cuda/causal_conv1d/sigmoid.cuh"
 #include "kernels/cuda/common/launch.cuh"
+#include "kernels/cuda/common/mma_sm80.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -40,6 +41,10 @@ struct TileShape {
   static constexpr int kVec = static_cast<int>(16 / sizeof(scalar_t));  // elements of a 16-byte access
   static constexpr int kRowVecs = kChannels / kVec, kRuns = kThreads / kChannels, kRun = kSteps / kRuns;
   static constexpr int kWidth = kChannels + kVec;  // a vector of padding per row keeps rows 16-byte aligned
+  // Blocks a multiprocessor should hold: 16-bit types' backward unrolls its walk into more than 64 registers a
+  // thread unless bounded (a half of the blocks resident for a few spilled bytes); wider types' tiles hold
+  // fewer blocks by their shared memory anyway.
+  static constexpr int kMinBlocks = kBackward && sizeof(scalar_t) == 2 ? 8 : 1;
 };
 
 template <typename scalar_t, int V>
@@ -76,27 +81,50 @@ struct Args {
   bool silu;
 };
 
+// 16 bytes from src into shared memory at dst, zeros where !ok. From sm_80 on a cp.async: a thread's copies are all
+// in flight at once (waited for by tile_ready) and take no registers; a loop of loads, each stored before the next
+// is issued, keeps one in flight per thread, and the tile waits on memory latency once per row vector.
+template <typename scalar_t, int V>
+__device__ __forceinline__ void copy_vector(scalar_t* dst, const scalar_t* src, bool ok) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  sm80::copy16(dst, src, ok);
+#else
+  Pack<scalar_t, V> p;
+#pragma unroll
+  for (int j = 0; j < V; ++j) p.v[j] = scalar_t(0);
+  if (ok) p = load<scalar_t, V>(src);
+  store<scalar_t, V>(dst, p);
+#endif
+}
+
+// The block's copies have landed in shared memory and every thread sees them.
+__device__ __forceinline__ void tile_ready() {
+  sm80::copies_done();
+  __syncthreads();
+}
+
 // Rows [0, R) of a tile from src (x or grad_out of batch row b, step stride s2): row r holds step first + r of
 // channels c0.., zeros past L and past C, and before t = 0 zeros or, with `init`, initial_states' steps (K-1 of
-// them, the first at row first + r = -(K-1)). C is a whole number of vectors: a vector is all in or all out.
+// them, the first at row first + r = -(K-1)). C is a whole number of vectors: a vector is all in or all out. The
+// loop's trip count is a constant so that it unrolls and every copy is issued before tile_ready waits.
 template <typename Shape, int K, int R, typename scalar_t>
 __device__ __forceinline__ void load_tile(scalar_t (&tile)[R][Shape::kWidth], const scalar_t* src, int64_t s2,
                                           const Args<scalar_t>& a, int64_t b, int64_t first, int64_t c0,
                                           bool init) {
-  constexpr int kVec = Shape::kVec, kRowVecs = Shape::kRowVecs;
-  for (int i = threadIdx.x; i < R * kRowVecs; i += Shape::kThreads) {
+  constexpr int kVec = Shape::kVec, kRowVecs = Shape::kRowVecs, kVectors = R * kRowVecs;
+#pragma unroll
+  for (int j = 0; j < (kVectors + Shape::kThreads - 1) / Shape::kThreads; ++j) {
+    const int i = threadIdx.x + j * Shape::kThreads;
+    if (i >= kVectors) break;
     const int r = i / kRowVecs, v = i - r * kRowVecs;
     const int64_t s = first + r, c = c0 + int64_t(v) * kVec;
-    Pack<scalar_t, kVec> p;
-    if (c < a.C && s >= 0 && s < a.L) {
-      p = load<scalar_t, kVec>(src + s * s2 + c);
-    } else {
+    const bool in = c < a.C && s >= 0 && s < a.L;
+    if (init && !in && c < a.C && s < 0) {
 #pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        p.v[j] = init && c < a.C && s < 0 ? a.init[b * a.is0 + (c + j) * a.is1 + (K - 1 + s) * a.is2] : scalar_t(0);
-      }
+      for (int e = 0; e < kVec; ++e) tile[r][v * kVec + e] = a.init[b * a.is0 + (c + e) * a.is1 + (K - 1 + s) * a.is2];
+    } else {
+      copy_vector<scalar_t, kVec>(&tile[r][v * kVec], in ? src + s * s2 + c : src, in);
     }
-    store<scalar_t, kVec>(&tile[r][v * kVec], p);
   }
 }
 
@@ -105,11 +133,15 @@ __device__ __forceinline__ void load_tile(scalar_t (&tile)[R][Shape::kWidth], co
 template <typename Shape, int R, typename scalar_t>
 __device__ __forceinline__ void store_tile(const scalar_t (&tile)[R][Shape::kWidth], scalar_t* out, int64_t s2,
                                            int64_t L, int64_t C, int64_t first, int64_t c0) {
-  constexpr int kVec = Shape::kVec, kRowVecs = Shape::kRowVecs;
-  for (int i = threadIdx.x; i < Shape::kSteps * kRowVecs; i += Shape::kThreads) {
+  constexpr int kVec = Shape::kVec, kRowVecs = Shape::kRowVecs, kVectors = Shape::kSteps * kRowVecs;
+#pragma unroll
+  for (int j = 0; j < (kVectors + Shape::kThreads - 1) / Shape::kThreads; ++j) {
+    const int i = threadIdx.x + j * Shape::kThreads;
+    if (i >= kVectors) break;
     const int r = i / kRowVecs, v = i - r * kRowVecs;
     const int64_t t = first + r, c = c0 + int64_t(v) * kVec;
-    if (t < L && c < C) store<scalar_t, kVec>(out + t * s2 + c, load<scalar_t, kVec>(&tile[r][v * kVec]));
+    // As 16 raw bytes: copied as a Pack of 16-bit elements, the store is split into four 4-byte ones.
+    if (t < L && c < C) *reinterpret_cast<uint4*>(out + t * s2 + c) = *reinterpret_cast<const uint4*>(&tile[r][v * kVec]);
   }
 }
 
@@ -138,7 +170,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
   const bool has_seq = a.seq != nullptr;
   load_tile<S, K>(tile, a.x + b * a.xs0, a.xs2, a, b, first, c0, a.init != nullptr);
   if (has_seq) load_ids<S>(ids, a, b, first);
-  __syncthreads();
+  tile_ready();
   const int ch = threadIdx.x % S::kChannels, s0 = threadIdx.x / S::kChannels * kRun;
   const int64_t c = c0 + ch;
   opmath_t w[K], bias = 0;
@@ -180,7 +212,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
 // seq_idx): grad_x for ls in its run, initial_states' for ls < 0 (tile 0, run 0), where gp before t = 0 is zero. The
 // weight and bias gradients sum gp times the taps' inputs over the thread's own steps, across the block's tiles.
 template <typename scalar_t, int K>
-__global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads) backward_kernel(const Args<scalar_t> a) {
+__global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, TileShape<scalar_t, true>::kMinBlocks) backward_kernel(const Args<scalar_t> a) {
   using S = TileShape<scalar_t, true>;
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr bool kFast = sizeof(scalar_t) == 2;
@@ -205,20 +237,29 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads) backward_
     load_tile<S, K>(xs, a.x + b * a.xs0, a.xs2, a, b, t0 - (K - 1), c0, a.init != nullptr);
     load_tile<S, K>(gs, a.grad + b * a.gs0, a.gs2, a, b, t0, c0, false);
     if (has_seq) load_ids<S>(ids, a, b, t0 - (K - 1));
-    __syncthreads();
-    opmath_t gw[K], dx[kRun];  // gw[j]: gp of local step lt - (K-1) + j
+    tile_ready();
+    // gw[j]: gp of local step lt - (K-1) + j; xw[k], iw[k]: x and the sequence id of local step lt + k - (K-1),
+    // the taps of step lt, slid along as the forward's window is.
+    opmath_t gw[K], xw[K], dx[kRun];
+    int32_t iw[K];
 #pragma unroll
     for (int j = 0; j < K; ++j) gw[j] = 0;
 #pragma unroll
+    for (int k = 0; k + 1 < K; ++k) {
+      xw[k] = static_cast<opmath_t>(xs[s0 + k][ch]);
+      iw[k] = has_seq ? ids[s0 + k] : 0;
+    }
+#pragma unroll
     for (int i = 0; i < kRun + K - 1; ++i) {
       const int lt = s0 + i;
+      xw[K - 1] = static_cast<opmath_t>(xs[lt + K - 1][ch]);
+      iw[K - 1] = has_seq ? ids[lt + K - 1] : 0;
       opmath_t gp = 0;
       if (t0 + lt < a.L) {
-        const int32_t own = has_seq ? ids[lt + K - 1] : 0;
         opmath_t taps[K], z = bias;
 #pragma unroll
         for (int k = 0; k < K; ++k) {
-          taps[k] = !has_seq || ids[lt + k] == own ? static_cast<opmath_t>(xs[lt + k][ch]) : opmath_t(0);
+          taps[k] = iw[k] == iw[K - 1] ? xw[k] : opmath_t(0);
           z += w[k] * taps[k];
         }
         gp = static_cast<opmath_t>(gs[lt][ch]);
@@ -233,13 +274,12 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads) backward_
         }
       }
       gw[K - 1] = gp;
-      // Step ls = lt - (K-1) is read by step ls + j with tap K-1-j.
+      // Step ls = lt - (K-1) is read by step ls + j, whose id is iw[j], with tap K-1-j.
       const int ls = lt - (K - 1);
       if (i >= K - 1 || (t0 == 0 && s0 == 0 && a.dinit != nullptr)) {
-        const int32_t mine = has_seq ? ids[ls + K - 1] : 0;
         opmath_t acc = 0;
 #pragma unroll
-        for (int j = 0; j < K; ++j) acc += !has_seq || ids[ls + K - 1 + j] == mine ? w[K - 1 - j] * gw[j] : opmath_t(0);
+        for (int j = 0; j < K; ++j) acc += iw[j] == iw[0] ? w[K - 1 - j] * gw[j] : opmath_t(0);
         if (i >= K - 1) {
           dx[i - (K - 1)] = acc;
         } else if (c < a.C) {
@@ -248,7 +288,11 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads) backward_
         }
       }
 #pragma unroll
-      for (int j = 0; j + 1 < K; ++j) gw[j] = gw[j + 1];
+      for (int j = 0; j + 1 < K; ++j) {
+        gw[j] = gw[j + 1];
+        xw[j] = xw[j + 1];
+        iw[j] = iw[j + 1];
+      }
     }
     if (a.out != nullptr) {
       __syncthreads();  // every thread has read grad_out's tile: it takes grad_x, row r for step t0 + r
