@@ -102,6 +102,31 @@ def test_matches_reference(case, dtype, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("S", [3, 4, 9])
+@pytest.mark.parametrize("circular", [False, True], ids=["lin", "circ"])
+def test_many_channels_of_contiguous_rows(circular, S, dtype, device):
+    # 136 channels: two whole blocks of the CUDA kernel's 64 and a part of one. Short contiguous state rows go
+    # through shared memory a block's run at a time, in 16-byte vectors where the run is a whole number of them
+    # (S = 4), element by element where not (S = 3); S = 9 is past the staged length.
+    B, C, L, K = 3, 136, 2, 4
+    g = torch.Generator().manual_seed(S + 10 * circular)
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+
+    x, weight, bias = rand(B, C, L), rand(C, K), rand(C)
+    state = rand(B + 2, C, S)
+    indices = torch.tensor([3, -1, 0], dtype=torch.int32, device=device)
+    seqlens = torch.tensor([7, 2, 0], dtype=torch.int32, device=device) if circular else None
+    expected, expected_state = update_ref(x, state, weight, bias, "silu", seqlens, indices)
+    out = customops.causal_conv1d_update(x, state, weight, bias, activation="silu", cache_seqlens=seqlens,
+                                         conv_state_indices=indices)
+    _close(out, expected, dtype)
+    torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_strided_inputs_and_state(device):
     # x a transposed (B, L, C) tensor, the state a slice of a wider buffer: read and written through their strides.
     B, C, L, K, S = 2, 6, 3, 3, 4
