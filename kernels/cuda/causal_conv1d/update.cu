@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateArgs<scala
   const int64_t c0 = blockIdx.x * int64_t(kThreads), c = c0 + threadIdx.x;
   const bool live = c < a.C;  // a thread past C still takes its part in the block's copies
   const int S = static_cast<int>(a.S), L = static_cast<int>(a.L);
-  const int chunk = static_cast<int>(std::min<int64_t>(kThreads, a.C - c0)) * S;  // the block's staged elements
+  // The block's staged elements (S is at most kStagedSteps there).
+  const int chunk = kStaged ? static_cast<int>(std::min<int64_t>(kThreads, a.C - c0)) * S : 0;
   opmath_t taps[K];
 #pragma unroll
   for (int k = 0; k < K; ++k) taps[k] = live ? static_cast<opmath_t>(a.weight[c * K + k]) : opmath_t(0);
