@@ -106,9 +106,8 @@ def test_matches_reference(case, dtype, device):
 @pytest.mark.parametrize("S", [3, 4, 9])
 @pytest.mark.parametrize("circular", [False, True], ids=["lin", "circ"])
 def test_many_channels_of_contiguous_rows(circular, S, dtype, device):
-    # 136 channels: two whole blocks of the CUDA kernel's 64 and a part of one. Short contiguous state rows go
-    # through shared memory a block's run at a time, in 16-byte vectors where the run is a whole number of them
-    # (S = 4), element by element where not (S = 3); S = 9 is past the staged length.
+    # 136 channels: two whole blocks of the CUDA kernel's 64 channels and a part of one, each block's rows taken
+    # from a larger cache out of order, a padding row among them; states of 3, 4 and 9 steps.
     B, C, L, K = 3, 136, 2, 4
     g = torch.Generator().manual_seed(S + 10 * circular)
 

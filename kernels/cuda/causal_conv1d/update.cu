@@ -1,8 +1,7 @@
 // causal_conv1d.update on CUDA, the decoding step: one thread per (b, c) row, a block per (batch row, tile of
 // kThreads channels), so that consecutive threads read consecutive channels of a (B, C) token. The K-1 steps before
 // x live in registers (the width is a template argument) while the thread walks x's L steps, then it writes the
-// row's state: a decoding step moves a few values per channel, too few to share a row between threads. Short
-// contiguous state rows pass through shared memory on their way in and out (see kStagedSteps).
+// row's state: a decoding step moves a few values per channel, too few to share a row between threads.
 #include "kernels/causal_conv1d.h"
 #include "kernels/cuda/causal_conv1d/sigmoid.cuh"
 #include "kernels/cuda/common/device_guard.h"
@@ -15,7 +14,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <type_traits>
 
 namespace customops::cuda {
 namespace {
@@ -51,93 +49,56 @@ __device__ __forceinline__ opmath_t silu(opmath_t z) {
   }
 }
 
-// Every state row of kStagedSteps steps or fewer that lies in memory as (B_cache, C, S), contiguous in its last
-// two dimensions, is staged: a block's rows are one run of memory, copied into shared memory and back in 16-byte
-// vectors, where a thread's own row, a few bytes at the state's stride, would be read and written an element at a
-// time in partial sectors (about half the copy's rate at batch 256 on an H100).
-constexpr int kStagedSteps = 8;
-
-// n elements from src to dst by the block's threads: 16-byte vectors where both ends allow them.
-template <typename scalar_t>
-__device__ __forceinline__ void block_copy(scalar_t* dst, const scalar_t* src, int n) {
-  constexpr int V = 16 / sizeof(scalar_t);
-  if (n % V == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
-    for (int i = threadIdx.x; i < n / V; i += kThreads) {
-      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
-    }
-  } else {
-    for (int i = threadIdx.x; i < n; i += kThreads) dst[i] = src[i];
-  }
-}
-
 // kCircular: cache_seqlens given. S and L are below 2^29 (checked by the caller): decoding steps are short, and
 // 32-bit counters keep the kernel's registers, hence the threads resident per multiprocessor, where a step that
-// moves a few values per thread needs them. kStaged: see kStagedSteps.
-template <typename scalar_t, int K, bool kCircular, bool kStaged>
+// moves a few values per thread needs them.
+template <typename scalar_t, int K, bool kCircular>
 __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateArgs<scalar_t> a) {
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr bool kFast = sizeof(scalar_t) == 2;
-  __shared__ __align__(16) scalar_t rows[kStaged ? kThreads * kStagedSteps : 1];
-  const int64_t c0 = blockIdx.x * int64_t(kThreads), c = c0 + threadIdx.x;
-  const bool live = c < a.C;  // a thread past C still takes its part in the block's copies
+  const int64_t c = blockIdx.x * int64_t(kThreads) + threadIdx.x;
+  if (c >= a.C) return;
   const int S = static_cast<int>(a.S), L = static_cast<int>(a.L);
-  // The block's staged elements (S is at most kStagedSteps there).
-  const int chunk = kStaged ? static_cast<int>(std::min<int64_t>(kThreads, a.C - c0)) * S : 0;
   opmath_t taps[K];
 #pragma unroll
-  for (int k = 0; k < K; ++k) taps[k] = live ? static_cast<opmath_t>(a.weight[c * K + k]) : opmath_t(0);
-  const opmath_t bias = live && a.bias != nullptr ? static_cast<opmath_t>(a.bias[c]) : opmath_t(0);
+  for (int k = 0; k < K; ++k) taps[k] = static_cast<opmath_t>(a.weight[c * K + k]);
+  const opmath_t bias = a.bias != nullptr ? static_cast<opmath_t>(a.bias[c]) : opmath_t(0);
   for (int64_t b = blockIdx.y; b < a.B; b += gridDim.y) {
     const scalar_t* x = a.x + b * a.xs0 + c * a.xs1;
     scalar_t* out = a.out + b * a.os0 + c * a.os1;
-    const int64_t row = a.indices != nullptr ? int64_t(a.indices[b]) : b;  // the same for the whole block
+    const int64_t row = a.indices != nullptr ? int64_t(a.indices[b]) : b;
     if (row < 0) {  // a padding row: zeros out, no state to touch
-      if (live) {
-        for (int t = 0; t < L; ++t) out[t * a.os2] = scalar_t(0);
-      }
+      for (int t = 0; t < L; ++t) out[t * a.os2] = scalar_t(0);
       continue;
     }
     CUDA_KERNEL_ASSERT(row < a.rows && "customops::causal_conv1d.update: conv_state_indices out of range");
-    scalar_t* const global = a.state + row * a.ss0 + c0 * a.ss1;
-    if constexpr (kStaged) {
-      __syncthreads();  // the previous row's copy out has read the rows
-      block_copy(rows, global, chunk);
-      __syncthreads();
+    scalar_t* state = a.state + row * a.ss0 + c * a.ss1;
+    // Slot at(i) holds the state's step i (oldest first): a circular state's next write goes to slot start, its
+    // oldest step sits there; an ordered state's oldest is slot 0.
+    const int start = kCircular ? ((a.cache_seqlens[b] % S) + S) % S : 0;
+    const auto at = [&](int i) { return kCircular ? (start + i) % S : i; };  // i in [0, 2S)
+    // window[j]: the step K-1-j before the next one (oldest first).
+    opmath_t window[K > 1 ? K - 1 : 1];
+#pragma unroll
+    for (int j = 0; j < K - 1; ++j) window[j] = static_cast<opmath_t>(state[at(S - (K - 1) + j) * a.ss2]);
+    for (int t = 0; t < L; ++t) {
+      const opmath_t v = static_cast<opmath_t>(x[t * a.xs2]);
+      opmath_t acc = bias + taps[K - 1] * v;
+#pragma unroll
+      for (int j = 0; j < K - 1; ++j) acc += taps[j] * window[j];
+#pragma unroll
+      for (int j = 0; j + 1 < K - 1; ++j) window[j] = window[j + 1];
+      if (K > 1) window[K > 1 ? K - 2 : 0] = v;
+      if (a.silu) acc = silu<opmath_t, kFast>(acc);
+      out[t * a.os2] = static_cast<scalar_t>(acc);
     }
-    if (live) {
-      scalar_t* state = kStaged ? rows + threadIdx.x * S : global + threadIdx.x * a.ss1;
-      const int64_t step = kStaged ? 1 : a.ss2;
-      // Slot at(i) holds the state's step i (oldest first): a circular state's next write goes to slot start,
-      // its oldest step sits there; an ordered state's oldest is slot 0.
-      const int start = kCircular ? ((a.cache_seqlens[b] % S) + S) % S : 0;
-      const auto at = [&](int i) { return kCircular ? (start + i) % S : i; };  // i in [0, 2S)
-      // window[j]: the step K-1-j before the next one (oldest first).
-      opmath_t window[K > 1 ? K - 1 : 1];
-#pragma unroll
-      for (int j = 0; j < K - 1; ++j) window[j] = static_cast<opmath_t>(state[at(S - (K - 1) + j) * step]);
-      for (int t = 0; t < L; ++t) {
-        const opmath_t v = static_cast<opmath_t>(x[t * a.xs2]);
-        opmath_t acc = bias + taps[K - 1] * v;
-#pragma unroll
-        for (int j = 0; j < K - 1; ++j) acc += taps[j] * window[j];
-#pragma unroll
-        for (int j = 0; j + 1 < K - 1; ++j) window[j] = window[j + 1];
-        if (K > 1) window[K > 1 ? K - 2 : 0] = v;
-        if (a.silu) acc = silu<opmath_t, kFast>(acc);
-        out[t * a.os2] = static_cast<scalar_t>(acc);
-      }
-      if constexpr (kCircular) {
-        // The L new steps overwrite the oldest ones, in order: the last S of them where L > S.
-        for (int t = L > S ? L - S : 0; t < L; ++t) state[((start + t) % S) * step] = x[t * a.xs2];
-      } else {
-        // Shift by L and append x: slot i takes step i + L of (state, x). In increasing i a slot is read before
-        // it is written.
-        for (int i = 0; i < S; ++i) state[i * step] = i + L < S ? state[(i + L) * step] : x[(i + L - S) * a.xs2];
-      }
-    }
-    if constexpr (kStaged) {
-      __syncthreads();
-      block_copy(global, rows, chunk);
+    if constexpr (kCircular) {
+      // The L new steps overwrite the oldest ones, in order: the last S of them where L > S.
+      for (int t = L > S ? L - S : 0; t < L; ++t) state[((start + t) % S) * a.ss2] = x[t * a.xs2];
+    } else {
+      // Shift by L and append x: slot i takes step i + L of (state, x). In increasing i a slot is read before
+      // it is written.
+      for (int i = 0; i < S; ++i) state[i * a.ss2] = i + L < S ? state[(i + L) * a.ss2] : x[(i + L - S) * a.xs2];
     }
   }
 }
@@ -146,21 +107,10 @@ template <typename scalar_t, int K>
 void launch_width(const UpdateArgs<scalar_t>& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.C + kThreads - 1) / kThreads),
                   static_cast<unsigned>(std::min<int64_t>(a.B, 65535)));
-  const bool staged = a.ss2 == 1 && a.ss1 == a.S && a.S <= kStagedSteps;
-  const auto launch = [&](auto circular, auto stage) {
-    update_kernel<scalar_t, K, decltype(circular)::value, decltype(stage)::value><<<grid, kThreads, 0, stream>>>(a);
-  };
-  const auto with_staging = [&](auto circular) {
-    if (staged) {
-      launch(circular, std::true_type{});
-    } else {
-      launch(circular, std::false_type{});
-    }
-  };
   if (a.cache_seqlens != nullptr) {
-    with_staging(std::true_type{});
+    update_kernel<scalar_t, K, true><<<grid, kThreads, 0, stream>>>(a);
   } else {
-    with_staging(std::false_type{});
+    update_kernel<scalar_t, K, false><<<grid, kThreads, 0, stream>>>(a);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
