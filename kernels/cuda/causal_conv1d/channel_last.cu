@@ -1,8 +1,8 @@
 // causal_conv1d.mamba on CUDA in Mamba's layout ((B, L, C) in memory), through shared-memory tiles of 64 steps x
 // 64 channels, as Dao's channel-last kernels do: a block first issues every 16-byte copy of its tile (and the K-1
-// steps around it that the window needs) as cp.async, all in flight at once, then each
-// thread walks a run of steps of one channel from shared memory keeping the window in registers, and the results go
-// back through the tile and out as 16-byte stores. The backward recomputes the pre-activation for the SiLU's
+// steps around it that the window needs) as cp.async, all in flight at once, then each thread walks a run of steps
+// of one channel from shared memory keeping the window in registers, and the results go back through the tile and
+// out as 16-byte stores. The backward recomputes the pre-activation for the SiLU's
 // derivative, produces the input gradient K-1 steps behind (the steps after s read s) and sums the weight and bias
 // gradients per thread over the tiles its block takes, then over the block's threads in a fixed order into one slice
 // per block row of a float workspace, which a second kernel sums over the slices in a fixed order (the same bits
@@ -143,7 +143,9 @@ __device__ __forceinline__ void store_tile(const scalar_t (&tile)[R][Shape::kWid
     const int r = i / kRowVecs, v = i - r * kRowVecs;
     const int64_t t = first + r, c = c0 + int64_t(v) * kVec;
     // As 16 raw bytes: copied as a Pack of 16-bit elements, the store is split into four 4-byte ones.
-    if (t < L && c < C) *reinterpret_cast<uint4*>(out + t * s2 + c) = *reinterpret_cast<const uint4*>(&tile[r][v * kVec]);
+    if (t < L && c < C) {
+      *reinterpret_cast<uint4*>(out + t * s2 + c) = *reinterpret_cast<const uint4*>(&tile[r][v * kVec]);
+    }
   }
 }
 
@@ -214,7 +216,8 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
 // seq_idx): grad_x for ls in its run, initial_states' for ls < 0 (tile 0, run 0), where gp before t = 0 is zero. The
 // weight and bias gradients sum gp times the taps' inputs over the thread's own steps, across the block's tiles.
 template <typename scalar_t, int K>
-__global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, TileShape<scalar_t, true>::kMinBlocks) backward_kernel(const Args<scalar_t> a) {
+__global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, TileShape<scalar_t, true>::kMinBlocks)
+    backward_kernel(const Args<scalar_t> a) {
   using S = TileShape<scalar_t, true>;
   using opmath_t = at::opmath_type<scalar_t>;
   constexpr bool kFast = sizeof(scalar_t) == 2;
