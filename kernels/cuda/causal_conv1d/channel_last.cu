@@ -2,14 +2,14 @@
 // 64 channels, as Dao's channel-last kernels do: a block first issues every 16-byte copy of its tile (and the K-1
 // steps around it that the window needs) as cp.async, all in flight at once, then each thread walks a run of steps
 // of one channel from shared memory keeping the window in registers, and the results go back through the tile and
-// out as 16-byte stores. The backward recomputes the pre-activation for the SiLU's
-// derivative, produces the input gradient K-1 steps behind (the steps after s read s) and sums the weight and bias
-// gradients per thread over the tiles its block takes, then over the block's threads in a fixed order into one slice
-// per block row of a float workspace, which a second kernel sums over the slices in a fixed order (the same bits
-// every run, no atomics). A thread per channel walking its steps from global memory, the layout's natural kernel,
-// kept too few bytes in flight: about 40% of a copy's rate forward, 25% backward, on an H100; so did these tiles
-// while their loads ran as a loop of one load and its store at a time (1.2-1.3x Dao's time forward, 1.5-1.8x
-// forward + backward, against 1.0-1.1x with the copies in flight).
+// out as 16-byte stores. The backward recomputes the pre-activation for the SiLU's derivative, produces the input
+// gradient K-1 steps behind (the steps after s read s) and sums the weight and bias gradients per thread over the
+// tiles its block takes, then over the block's threads in a fixed order into one slice per block row of a float
+// workspace, which a second kernel sums over the slices in a fixed order (the same bits every run, no atomics). A
+// thread per channel walking its steps from global memory, the layout's natural kernel, kept too few bytes in
+// flight: about 40% of a copy's rate forward, 25% backward, on an H100; so did these tiles while their loads ran as
+// a loop of one load and its store at a time (1.2-1.3x Dao's time forward, 1.5-1.8x forward + backward, against
+// 1.0-1.1x with the copies in flight).
 #include "kernels/cuda/causal_conv1d/channel_last.h"
 
 #include "kernels/causal_conv1d.h"
@@ -43,11 +43,15 @@ struct TileShape {
   static constexpr int kVec = static_cast<int>(16 / sizeof(scalar_t));  // elements of a 16-byte access
   static constexpr int kRowVecs = kChannels / kVec, kRuns = kThreads / kChannels, kRun = kSteps / kRuns;
   static constexpr int kWidth = kChannels + kVec;  // a vector of padding per row keeps rows 16-byte aligned
-  // Blocks a multiprocessor should hold: 16-bit types' backward unrolls its walk into more than 64 registers a
-  // thread unless bounded (a half of the blocks resident for a few spilled bytes); wider types' tiles hold
-  // fewer blocks by their shared memory anyway.
-  static constexpr int kMinBlocks = kBackward && sizeof(scalar_t) == 2 ? 8 : 1;
 };
+
+// Blocks a multiprocessor should hold in the backward: 16-bit types' walk unrolls into more than 64 registers a
+// thread unless bounded (a half of the blocks resident for a few spilled bytes); wider types' tiles hold fewer
+// blocks by their shared memory anyway.
+template <typename scalar_t>
+constexpr int backward_min_blocks() {
+  return sizeof(scalar_t) == 2 ? 8 : 1;
+}
 
 template <typename scalar_t, int V>
 using Pack = launch::Pack<scalar_t, V>;
@@ -83,23 +87,9 @@ struct Args {
   bool silu;
 };
 
-// 16 bytes from src into shared memory at dst, zeros where !ok. From sm_80 on a cp.async: a thread's copies are all
-// in flight at once (waited for by tile_ready) and take no registers; a loop of loads, each stored before the next
-// is issued, keeps one in flight per thread, and the tile waits on memory latency once per row vector.
-template <typename scalar_t, int V>
-__device__ __forceinline__ void copy_vector(scalar_t* dst, const scalar_t* src, bool ok) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  sm80::copy16(dst, src, ok);
-#else
-  Pack<scalar_t, V> p;
-#pragma unroll
-  for (int j = 0; j < V; ++j) p.v[j] = scalar_t(0);
-  if (ok) p = load<scalar_t, V>(src);
-  store<scalar_t, V>(dst, p);
-#endif
-}
-
-// The block's copies have landed in shared memory and every thread sees them.
+// The block's copies (sm80::copy16: cp.async from sm_80 on, all of a thread's in flight at once, where a loop of
+// loads each stored before the next keeps one in flight and waits on memory once per vector) have landed in
+// shared memory and every thread sees them.
 __device__ __forceinline__ void tile_ready() {
   sm80::copies_done();
   __syncthreads();
@@ -125,7 +115,7 @@ __device__ __forceinline__ void load_tile(scalar_t (&tile)[R][Shape::kWidth], co
 #pragma unroll
       for (int e = 0; e < kVec; ++e) tile[r][v * kVec + e] = a.init[b * a.is0 + (c + e) * a.is1 + (K - 1 + s) * a.is2];
     } else {
-      copy_vector<scalar_t, kVec>(&tile[r][v * kVec], in ? src + s * s2 + c : src, in);
+      sm80::copy16(&tile[r][v * kVec], in ? src + s * s2 + c : src, in);
     }
   }
 }
@@ -216,7 +206,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
 // seq_idx): grad_x for ls in its run, initial_states' for ls < 0 (tile 0, run 0), where gp before t = 0 is zero. The
 // weight and bias gradients sum gp times the taps' inputs over the thread's own steps, across the block's tiles.
 template <typename scalar_t, int K>
-__global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, TileShape<scalar_t, true>::kMinBlocks)
+__global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_min_blocks<scalar_t>())
     backward_kernel(const Args<scalar_t> a) {
   using S = TileShape<scalar_t, true>;
   using opmath_t = at::opmath_type<scalar_t>;

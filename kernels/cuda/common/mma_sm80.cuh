@@ -21,11 +21,14 @@ struct alignas(4) Pair {
   T lo, hi;
 };
 
-// 16 bytes global -> shared, bypassing L1; zeros where !ok.
+// 16 bytes global -> shared, bypassing L1; zeros where !ok. Older GPUs load and store in turn (copies_done then
+// has nothing to wait for), so that a kernel built on this copy alone also runs there.
 __device__ __forceinline__ void copy16(void* dst, const void* src, bool ok) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address(dst)), "l"(src),
                "r"(ok ? 16 : 0));
+#else
+  *static_cast<uint4*>(dst) = ok ? *static_cast<const uint4*>(src) : uint4{};
 #endif
 }
 
