@@ -105,7 +105,7 @@ def test_matches_reference(case, dtype, device):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 @pytest.mark.parametrize("S", [3, 4, 9])
 @pytest.mark.parametrize("circular", [False, True], ids=["lin", "circ"])
-def test_many_channels_of_contiguous_rows(circular, S, dtype, device):
+def test_channels_over_several_blocks(circular, S, dtype, device):
     # 136 channels: two whole blocks of the CUDA kernel's 64 channels and a part of one, each block's rows taken
     # from a larger cache out of order, a padding row among them; states of 3, 4 and 9 steps.
     B, C, L, K = 3, 136, 2, 4
