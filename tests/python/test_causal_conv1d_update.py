@@ -56,9 +56,9 @@ def update_ref(x, conv_state, weight, bias=None, activation=None, cache_seqlens=
     return (out.squeeze(-1) if squeeze else out), state
 
 
-def _close(actual, expected, dtype):
+def _close(actual, expected, dtype, msg=None):
     rtol, atol = TOLERANCES[dtype]
-    torch.testing.assert_close(actual.cpu().double(), expected, rtol=rtol, atol=atol)
+    torch.testing.assert_close(actual.cpu().double(), expected, rtol=rtol, atol=atol, msg=msg)
 
 
 # (x is 2-D, L, S - (K-1), circular, indices, activation, bias)
@@ -123,6 +123,114 @@ def test_channels_over_several_blocks(circular, S, dtype, device):
                                          conv_state_indices=indices)
     _close(out, expected, dtype)
     torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0)
+
+
+# The CUDA word kernel: a thread per 16 bytes of channels (8 of a half type, 4 of float), every tensor moved in
+# 16-byte words. It takes K <= 4 with S = K-1 or K, C a multiple of its channels, the state's rows contiguous or its
+# channel stride 1, aligned pointers, and no cache_seqlens; other calls take the kernel of a channel per thread. On
+# the CPU the same cases run through the CPU kernel.
+
+def _rand(g, *shape, dtype, device):
+    return torch.randn(*shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
+
+
+def _state(layout, rows, C, S, g, dtype, device):
+    """A (rows, C, S) state: "rows" contiguous (Dao's and Mamba 1's), "slots" a transposed (rows, S, C) tensor, its
+    channel stride 1 (Mamba 2's)."""
+    if layout == "rows":
+        return _rand(g, rows, C, S, dtype=dtype, device=device)
+    return _rand(g, rows, S, C, dtype=dtype, device=device).transpose(1, 2)
+
+
+def _token(kind, B, C, g, dtype, device):
+    """x: "x2d" (B, C); "x3d" (B, C, 3) contiguous, each step's channels apart; "xcl" a transposed (B, 3, C)
+    tensor, each step's channels together."""
+    if kind == "x2d":
+        return _rand(g, B, C, dtype=dtype, device=device)
+    if kind == "x3d":
+        return _rand(g, B, C, 3, dtype=dtype, device=device)
+    return _rand(g, B, 3, C, dtype=dtype, device=device).transpose(1, 2)
+
+
+WORD_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["rows", "slots"])
+@pytest.mark.parametrize("K", [2, 3, 4])
+@pytest.mark.parametrize("dtype", WORD_DTYPES, ids=str)
+def test_word_kernel_states_and_tokens(dtype, K, layout, device):
+    # 136 channels: 17 threads of 8 (34 of 4), a part of a block; the rows of a larger cache out of order, a padding
+    # row among them; states of K-1 and K steps; x of one step or three; with bias and SiLU and without.
+    B, C = 3, 136
+    g = torch.Generator().manual_seed(K + 10 * (layout == "slots") + 100 * WORD_DTYPES.index(dtype))
+    indices = torch.tensor([3, -1, 0], dtype=torch.int32, device=device)
+    for S, kind, (with_bias, activation) in itertools.product([K - 1, K], ["x2d", "x3d", "xcl"],
+                                                              [(True, "silu"), (False, None)]):
+        x = _token(kind, B, C, g, dtype, device)
+        weight = _rand(g, C, K, dtype=dtype, device=device)
+        bias = _rand(g, C, dtype=dtype, device=device) if with_bias else None
+        state = _state(layout, B + 2, C, S, g, dtype, device)
+        expected, expected_state = update_ref(x, state, weight, bias, activation, None, indices)
+        out = customops.causal_conv1d_update(x, state, weight, bias, activation=activation,
+                                             conv_state_indices=indices)
+        case = f"S={S}, {kind}, bias={with_bias}, {activation}"
+        _close(out, expected, dtype, msg=lambda m: f"{case}: {m}")
+        torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0,
+                                   msg=lambda m: f"{case}: {m}")
+        assert (out[1] == 0).all(), case
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["rows", "slots"])
+@pytest.mark.parametrize("C", [64, 1032])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_word_kernel_over_blocks(dtype, C, layout, device):
+    # One step of Mamba's decoding, no indices: 64 channels, 8 threads of 8 (16 of 4); 1032, 129 threads of 8 (258
+    # of 4), over two blocks (three) of the word kernel's 128 threads.
+    B, K = 4, 4
+    g = torch.Generator().manual_seed(C + (layout == "slots"))
+    x, weight, bias = (_rand(g, *shape, dtype=dtype, device=device) for shape in ((B, C), (C, K), (C,)))
+    state = _state(layout, B, C, K - 1, g, dtype, device)
+    expected, expected_state = update_ref(x, state, weight, bias, "silu")
+    out = customops.causal_conv1d_update(x, state, weight, bias, activation="silu")
+    _close(out, expected, dtype)
+    torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0)
+
+
+def _misaligned(t):
+    """t's values in a contiguous tensor one element past its allocation's start, so not 16-byte aligned."""
+    return torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)
+
+
+# Each misses one of the word kernel's conditions: "channels", C not a multiple of 8 or 4; "strided", the state a
+# slice of a wider one (rows of stride S+1); "state", "weight", "bias", one element off 16-byte alignment: the other
+# kernel. "x" misaligned: the word kernel, reading x channel by channel.
+BESIDE_WORDS = ["channels", "strided", "state", "weight", "bias", "x"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("case", BESIDE_WORDS)
+def test_calls_beside_the_word_kernel(case, dtype, device):
+    B, K, S = 3, 4, 3
+    C = 10 if case == "channels" else 16
+    g = torch.Generator().manual_seed(BESIDE_WORDS.index(case))
+    x, weight, bias = (_rand(g, *shape, dtype=dtype, device=device) for shape in ((B, C), (C, K), (C,)))
+    state = _rand(g, B, C, S, dtype=dtype, device=device)
+    given = dict(x=x, state=state.clone(), weight=weight, bias=bias)
+    if case == "strided":
+        given["state"] = _rand(g, B, C, S + 1, dtype=dtype, device=device)[..., 1:].copy_(state)
+    elif case != "channels":
+        given[case] = _misaligned(given[case])
+    expected, expected_state = update_ref(x, state, weight, bias, "silu")
+    out = customops.causal_conv1d_update(given["x"], given["state"], given["weight"], given["bias"],
+                                         activation="silu")
+    _close(out, expected, dtype)
+    torch.testing.assert_close(given["state"].cpu().double(), expected_state, rtol=0, atol=0)
+    # The two kernels sum in the same order: the bits of the call on aligned, contiguous copies.
+    aligned = customops.causal_conv1d_update(x, state, weight, bias, activation="silu")
+    assert torch.equal(out, aligned) and torch.equal(given["state"], state)
 
 
 @pytest.mark.parametrize("device", DEVICES)

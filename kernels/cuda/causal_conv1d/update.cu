@@ -1,7 +1,14 @@
-// causal_conv1d.update on CUDA, the decoding step: one thread per (b, c) row, a block per (batch row, tile of
-// kThreads channels), so that consecutive threads read consecutive channels of a (B, C) token. The K-1 steps before
-// x live in registers (the width is a template argument) while the thread walks x's L steps, then it writes the
-// row's state: a decoding step moves a few values per channel, too few to share a row between threads.
+// causal_conv1d.update on CUDA, the decoding step, two kernels:
+// - update_words_kernel, the fast path: a thread per (b, VEC = 16 / sizeof(scalar_t) consecutive channels), every
+//   tensor moved in 16-byte words, so that a step of a (B, C) token runs at the copy bandwidth. It takes the common
+//   states only: no cache_seqlens, K <= 4, S = K-1 or K, C % VEC == 0, the state's rows in one of two layouts
+//   ((B, C, S) contiguous by row, or Mamba 2's channel-innermost (B, S, C) seen transposed) and the pointers
+//   aligned (update_words_plan says which); x and out take words where their layout allows, else single elements.
+// - update_kernel, everything else: one thread per (b, c) row, a block per (batch row, tile of kThreads
+//   channels), so that consecutive threads read consecutive channels of a (B, C) token.
+// Both keep the steps before x in registers (the width is a template argument) while the thread walks x's L steps,
+// then write the row's state: a decoding step moves a few values per channel, too few to share a row between
+// threads. They sum in the same order, so the two give the same bits.
 #include "kernels/causal_conv1d.h"
 #include "kernels/cuda/causal_conv1d/sigmoid.cuh"
 #include "kernels/cuda/common/device_guard.h"
@@ -103,6 +110,150 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateArgs<scala
   }
 }
 
+// The fast path's 16-byte word: VEC elements in four 32-bit registers, two to a register for the half types, so
+// that the state stays packed while a step's shift moves whole words. get and set take an element's bits, not its
+// value: a copied step keeps them (a NaN its payload), as in update_kernel.
+template <typename scalar_t>
+struct Word {
+  static constexpr int kN = 16 / static_cast<int>(sizeof(scalar_t));
+  uint32_t r[4];
+
+  __device__ __forceinline__ scalar_t get(int j) const {
+    if constexpr (sizeof(scalar_t) == 4) {
+      return __uint_as_float(r[j]);
+    } else {
+      return scalar_t(static_cast<uint16_t>(r[j / 2] >> (16 * (j % 2))), scalar_t::from_bits());
+    }
+  }
+  __device__ __forceinline__ void set(int j, scalar_t v) {
+    if constexpr (sizeof(scalar_t) == 4) {
+      r[j] = __float_as_uint(v);
+    } else {
+      const int shift = 16 * (j % 2);
+      r[j / 2] = (r[j / 2] & ~(0xffffu << shift)) | (uint32_t(v.x) << shift);
+    }
+  }
+};
+
+// Blocks of four warps, five resident per multiprocessor: ptxas keeps every instantiation within the 102 registers
+// that leaves, without spilling (unbounded, the widest took 107: room for four).
+constexpr int kWordThreads = 128;
+constexpr int kWordBlocksPerSM = 5;
+
+// The word at p (16-byte aligned): one 16-byte load or store, through the intrinsics of the default cache policies
+// (ld.global.ca, st.global.wb). A plain copy of a struct can come out as four 4-byte or eight 2-byte accesses (seen
+// for the state's stores).
+template <typename scalar_t>
+__device__ __forceinline__ Word<scalar_t> read_word(const scalar_t* p) {
+  const uint4 u = __ldca(reinterpret_cast<const uint4*>(p));
+  return Word<scalar_t>{{u.x, u.y, u.z, u.w}};
+}
+
+template <typename scalar_t>
+__device__ __forceinline__ void write_word(scalar_t* p, const Word<scalar_t>& w) {
+  __stwb(reinterpret_cast<uint4*>(p), make_uint4(w.r[0], w.r[1], w.r[2], w.r[3]));
+}
+
+// VEC elements stride apart: one word where whole (stride 1, p aligned), else one element each.
+template <typename scalar_t>
+__device__ __forceinline__ Word<scalar_t> load_word(const scalar_t* p, int64_t stride, bool whole) {
+  if (whole) return read_word(p);
+  Word<scalar_t> w{};
+#pragma unroll
+  for (int j = 0; j < Word<scalar_t>::kN; ++j) w.set(j, p[j * stride]);
+  return w;
+}
+
+template <typename scalar_t>
+__device__ __forceinline__ void store_word(scalar_t* p, int64_t stride, bool whole, const Word<scalar_t>& w) {
+  if (whole) return write_word(p, w);
+#pragma unroll
+  for (int j = 0; j < Word<scalar_t>::kN; ++j) p[j * stride] = w.get(j);
+}
+
+// update_kernel's non-circular branch for VEC channels c0.. of a thread. kSlotMajor: the state's channel stride is
+// 1 (slot s of the VEC channels one word at s * ss2), else its rows are contiguous (the VEC rows S words at
+// c0 * S). The state stays in its bits, converted for the sums only.
+// x_words, out_words: x's and out's VEC channels are one word at each step.
+template <typename scalar_t, int K, int S, bool kSlotMajor>
+__global__ void __launch_bounds__(kWordThreads, kWordBlocksPerSM)
+    update_words_kernel(const UpdateArgs<scalar_t> a, const bool x_words, const bool out_words) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using W = Word<scalar_t>;
+  constexpr int V = W::kN;
+  constexpr bool kFast = sizeof(scalar_t) == 2;
+  static_assert(K >= 2 && (S == K - 1 || S == K), "the fast path's widths and states");
+  const int64_t c0 = (blockIdx.x * int64_t(kWordThreads) + threadIdx.x) * V;
+  if (c0 >= a.C) return;
+  const int L = static_cast<int>(a.L);
+  // The VEC rows of the (C, K) weight are K words.
+  W wk[K];
+#pragma unroll
+  for (int i = 0; i < K; ++i) wk[i] = read_word(a.weight + c0 * K + i * V);
+  const W bw = a.bias != nullptr ? read_word(a.bias + c0) : W{};  // +0 bits: update_kernel's bias of none
+  const auto tap = [&](int j, int k) { return static_cast<opmath_t>(wk[(j * K + k) / V].get((j * K + k) % V)); };
+  for (int64_t b = blockIdx.y; b < a.B; b += gridDim.y) {
+    const scalar_t* x = a.x + b * a.xs0 + c0 * a.xs1;
+    scalar_t* out = a.out + b * a.os0 + c0 * a.os1;
+    W xw = load_word(x, a.xs1, x_words);  // step 0, in flight with the index
+    const int64_t row = a.indices != nullptr ? int64_t(a.indices[b]) : b;
+    if (row < 0) {  // a padding row: zeros out, no state to touch
+      for (int t = 0; t < L; ++t) store_word(out + t * a.os2, a.os1, out_words, W{});
+      continue;
+    }
+    CUDA_KERNEL_ASSERT(row < a.rows && "customops::causal_conv1d.update: conv_state_indices out of range");
+    scalar_t* state = a.state + row * a.ss0 + (kSlotMajor ? c0 : c0 * S);
+    const auto word_at = [&](int i) { return state + (kSlotMajor ? i * a.ss2 : i * V); };
+    // slot[s]: step s of the VEC channels, oldest first, so that a step's shift moves whole words. Row-major, the
+    // S words hold channel j's step s at element j * S + s.
+    W slot[S]{};
+    if constexpr (kSlotMajor) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) slot[s] = read_word(word_at(s));
+    } else {
+      W rows[S];
+#pragma unroll
+      for (int i = 0; i < S; ++i) rows[i] = read_word(word_at(i));
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+#pragma unroll
+        for (int s = 0; s < S; ++s) slot[s].set(j, rows[(j * S + s) / V].get((j * S + s) % V));
+      }
+    }
+    for (int t = 0; t < L; ++t) {
+      if (t > 0) xw = load_word(x + t * a.xs2, a.xs1, x_words);
+      W ow{};
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const opmath_t v = static_cast<opmath_t>(xw.get(j));
+        opmath_t acc = static_cast<opmath_t>(bw.get(j)) + tap(j, K - 1) * v;
+#pragma unroll
+        for (int i = 0; i < K - 1; ++i) acc += tap(j, i) * static_cast<opmath_t>(slot[S - (K - 1) + i].get(j));
+        if (a.silu) acc = silu<opmath_t, kFast>(acc);
+        ow.set(j, static_cast<scalar_t>(acc));
+      }
+      // Shift by one and append x: after the L steps, the last S of (state, x).
+#pragma unroll
+      for (int s = 0; s + 1 < S; ++s) slot[s] = slot[s + 1];
+      slot[S - 1] = xw;
+      store_word(out + t * a.os2, a.os1, out_words, ow);
+    }
+    if constexpr (kSlotMajor) {
+#pragma unroll
+      for (int s = 0; s < S; ++s) write_word(word_at(s), slot[s]);
+    } else {
+      W rows[S]{};
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+#pragma unroll
+        for (int s = 0; s < S; ++s) rows[(j * S + s) / V].set((j * S + s) % V, slot[s].get(j));
+      }
+#pragma unroll
+      for (int i = 0; i < S; ++i) write_word(word_at(i), rows[i]);
+    }
+  }
+}
+
 template <typename scalar_t, int K>
 void launch_width(const UpdateArgs<scalar_t>& a, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((a.C + kThreads - 1) / kThreads),
@@ -115,9 +266,62 @@ void launch_width(const UpdateArgs<scalar_t>& a, cudaStream_t stream) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
+// Whether update_words_kernel takes a call, and how it reads x and writes out.
+struct WordsPlan {
+  bool fast = false, slot_major = false, x_words = false, out_words = false;
+};
+
+template <typename scalar_t>
+WordsPlan update_words_plan(const UpdateArgs<scalar_t>& a, int64_t K) {
+  constexpr int64_t V = 16 / int64_t(sizeof(scalar_t));
+  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  // A (B, C, L) tensor whose VEC channels are one word at every (b, t).
+  const auto words = [&](const void* p, int64_t s0, int64_t s1, int64_t s2) {
+    return s1 == 1 && s0 % V == 0 && (a.L == 1 || s2 % V == 0) && aligned(p);
+  };
+  WordsPlan plan;
+  const bool row_major = a.ss1 == a.S && (a.ss2 == 1 || a.S == 1);
+  plan.slot_major = !row_major && a.ss1 == 1 && a.ss2 % V == 0;
+  plan.fast = sizeof(scalar_t) <= 4 && a.cache_seqlens == nullptr && K >= 2 && K <= 4 &&
+              (a.S == K - 1 || a.S == K) && a.C % V == 0 && (row_major || plan.slot_major) && a.ss0 % V == 0 &&
+              aligned(a.state) && aligned(a.weight) && (a.bias == nullptr || aligned(a.bias));
+  plan.x_words = words(a.x, a.xs0, a.xs1, a.xs2);
+  plan.out_words = words(a.out, a.os0, a.os1, a.os2);
+  return plan;
+}
+
+template <typename scalar_t, int K, int S>
+void launch_words(const UpdateArgs<scalar_t>& a, const WordsPlan& plan, cudaStream_t stream) {
+  constexpr int64_t V = Word<scalar_t>::kN;
+  const dim3 grid(static_cast<unsigned>((a.C / V + kWordThreads - 1) / kWordThreads),
+                  static_cast<unsigned>(std::min<int64_t>(a.B, 65535)));
+  if (plan.slot_major) {
+    update_words_kernel<scalar_t, K, S, true><<<grid, kWordThreads, 0, stream>>>(a, plan.x_words, plan.out_words);
+  } else {
+    update_words_kernel<scalar_t, K, S, false><<<grid, kWordThreads, 0, stream>>>(a, plan.x_words, plan.out_words);
+  }
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+}
+
+template <typename scalar_t, int K>
+void launch_words_width(const UpdateArgs<scalar_t>& a, const WordsPlan& plan, cudaStream_t stream) {
+  if (a.S == K - 1) return launch_words<scalar_t, K, K - 1>(a, plan, stream);
+  return launch_words<scalar_t, K, K>(a, plan, stream);
+}
+
 template <typename scalar_t>
 void launch_update(const UpdateArgs<scalar_t>& a, int64_t K, cudaStream_t stream) {
   static_assert(causal_conv1d_impl::kMaxWidth == 8, "a width past 8 needs its case here");
+  if constexpr (sizeof(scalar_t) <= 4) {
+    const WordsPlan plan = update_words_plan(a, K);
+    if (plan.fast) {
+      switch (K) {
+        case 2: return launch_words_width<scalar_t, 2>(a, plan, stream);
+        case 3: return launch_words_width<scalar_t, 3>(a, plan, stream);
+        default: return launch_words_width<scalar_t, 4>(a, plan, stream);
+      }
+    }
+  }
   switch (K) {
     case 1: return launch_width<scalar_t, 1>(a, stream);
     case 2: return launch_width<scalar_t, 2>(a, stream);
