@@ -84,7 +84,6 @@ struct Args {
   at::opmath_type<scalar_t>* parts;  // [gridDim.y][K+1][C], nullptr where neither weight nor bias gradient is asked
   int64_t B, C, L;
   int64_t tiles;  // tiles of steps per batch row
-  bool silu;
 };
 
 // The block's copies (sm80::copy16: cp.async from sm_80 on, all of a thread's in flight at once, where a loop of
@@ -151,7 +150,7 @@ __device__ __forceinline__ void load_ids(int32_t (&ids)[R], const Args<scalar_t>
 
 // Block (column of channels, tile of steps of one batch row); thread: channel ch of the tile, steps [s0, s0 + kRun)
 // of it, at tile rows s0 + K-1 ...
-template <typename scalar_t, int K>
+template <typename scalar_t, int K, bool kSilu>
 __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_kernel(const Args<scalar_t> a) {
   using S = TileShape<scalar_t, false>;
   using opmath_t = at::opmath_type<scalar_t>;
@@ -186,7 +185,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
 #pragma unroll
       for (int k = 0; k < K; ++k) acc += w[k] * win[k];
     }
-    if (a.silu) acc *= sigmoid<kFast>(acc);
+    if constexpr (kSilu) acc *= sigmoid<kFast>(acc);
     out[s] = acc;
 #pragma unroll
     for (int k = 0; k + 1 < K; ++k) win[k] = win[k + 1];
@@ -205,7 +204,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
 // then the gradient of step ls = lt - (K-1), which steps ls..lt read with taps K-1..0 (those of its sequence with
 // seq_idx): grad_x for ls in its run, initial_states' for ls < 0 (tile 0, run 0), where gp before t = 0 is zero. The
 // weight and bias gradients sum gp times the taps' inputs over the thread's own steps, across the block's tiles.
-template <typename scalar_t, int K>
+template <typename scalar_t, int K, bool kSilu>
 __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_min_blocks<scalar_t>())
     backward_kernel(const Args<scalar_t> a) {
   using S = TileShape<scalar_t, true>;
@@ -258,7 +257,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_
           z += w[k] * taps[k];
         }
         gp = static_cast<opmath_t>(gs[lt][ch]);
-        if (a.silu) {
+        if constexpr (kSilu) {
           const opmath_t sig = sigmoid<kFast>(z);
           gp *= sig * (opmath_t(1) + z * (opmath_t(1) - sig));
         }
@@ -348,7 +347,7 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 template <typename scalar_t>
 Args<scalar_t> args_for(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias,
-                        const at::Tensor& seq_idx, const at::Tensor& init, bool silu) {
+                        const at::Tensor& seq_idx, const at::Tensor& init) {
   Args<scalar_t> a{};
   a.x = x.const_data_ptr<scalar_t>();
   a.xs0 = x.stride(0), a.xs2 = x.stride(2);
@@ -361,16 +360,20 @@ Args<scalar_t> args_for(const at::Tensor& x, const at::Tensor& weight, const at:
   a.seq = seq_idx.defined() ? seq_idx.const_data_ptr<int32_t>() : nullptr;
   a.B = x.size(0), a.C = x.size(1), a.L = x.size(2);
   a.tiles = ceil_div(a.L, TileShape<scalar_t, false>::kSteps);
-  a.silu = silu;
   return a;
 }
 
+// fn(width, silu), both compile-time constants: the unrolled walks carry no branch on the activation.
 template <typename Fn>
-void with_width(int64_t K, Fn&& fn) {
+void with_width(int64_t K, bool silu, Fn&& fn) {
+  const auto with_silu = [&](auto width) {
+    if (silu) return fn(width, std::true_type{});
+    return fn(width, std::false_type{});
+  };
   switch (K) {
-    case 2: return fn(std::integral_constant<int, 2>{});
-    case 3: return fn(std::integral_constant<int, 3>{});
-    case 4: return fn(std::integral_constant<int, 4>{});
+    case 2: return with_silu(std::integral_constant<int, 2>{});
+    case 3: return with_silu(std::integral_constant<int, 3>{});
+    case 4: return with_silu(std::integral_constant<int, 4>{});
     default: TORCH_INTERNAL_ASSERT(false, "causal_conv1d channel-last path: width ", K, " not taken");
   }
 }
@@ -393,14 +396,14 @@ void forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bi
   const auto stream = at::cuda::getCurrentCUDAStream();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "causal_conv1d_channel_last", [&] {
     using S = TileShape<scalar_t, false>;
-    auto a = args_for<scalar_t>(x, weight, bias, seq_idx, initial_states, silu);
+    auto a = args_for<scalar_t>(x, weight, bias, seq_idx, initial_states);
     a.out = out.data_ptr<scalar_t>();
     a.os0 = out.stride(0), a.os2 = out.stride(2);
     const int64_t tiles = a.B * a.tiles, columns = ceil_div(a.C, S::kChannels);
     TORCH_CHECK(tiles <= int64_t(std::numeric_limits<int32_t>::max()) && columns <= 65535,
                 "causal_conv1d: x of ", a.B, " rows of ", a.L, " steps and ", a.C, " channels is too large");
-    with_width(weight.size(1), [&](auto K) {
-      forward_kernel<scalar_t, decltype(K)::value>
+    with_width(weight.size(1), silu, [&](auto K, auto fused_silu) {
+      forward_kernel<scalar_t, decltype(K)::value, decltype(fused_silu)::value>
           <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(columns)), S::kThreads, 0, stream>>>(a);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
@@ -419,7 +422,7 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
                                   [&] {
     using opmath_t = at::opmath_type<scalar_t>;
     using S = TileShape<scalar_t, true>;
-    auto a = args_for<scalar_t>(x, weight, bias, seq_idx, initial_states, silu);
+    auto a = args_for<scalar_t>(x, weight, bias, seq_idx, initial_states);
     a.grad = grad_out.const_data_ptr<scalar_t>();
     a.gs0 = grad_out.stride(0), a.gs2 = grad_out.stride(2);
     if (grad_x.defined()) {
@@ -435,8 +438,8 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
     const bool params = grad_weight.defined() || grad_bias.defined();
     at::Tensor parts;
     int64_t rows = 1;
-    with_width(K, [&](auto width) {
-      const auto kernel = backward_kernel<scalar_t, decltype(width)::value>;
+    with_width(K, silu, [&](auto width, auto fused_silu) {
+      const auto kernel = backward_kernel<scalar_t, decltype(width)::value, decltype(fused_silu)::value>;
       // At most one wave of blocks (as many as the device holds at once), each taking as many tiles in turn: the
       // weight and bias gradients leave one workspace slice per block row, and a block past the wave would run all
       // its tiles after the wave's, as long again.
