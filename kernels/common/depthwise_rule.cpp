@@ -37,24 +37,24 @@ Features features(const DepthwiseCase& c) {
 }
 
 // 16-bit channels_last against cuDNN's NHWC kernels. A pass goes to cuDNN only where it saves more GPU time than
-// the call costs the host beyond customops' own launch: timed behind a GPU sleep on an H100, a pass through cuDNN
-// took the host 9-25 us more than customops' kernel for the same pass, so in a host-bound step (batch 128 at 224
-// on an H100) a pass that cuDNN runs a few microseconds faster makes the step slower. Fitted to the passes of the
-// zoo's layers (`python -m customops.benchmark.depthwise_choice --configs bf16-channels_last`, H100, batch 128)
-// that cuDNN ran at least 10 us faster; e.g. the 144x56x56 3x3 forward (111 us customops', 113 cuDNN's) stays
-// with customops. Only square windows were faster in cuDNN.
+// the call costs the host beyond customops' own launch, so that a host-bound step (batch 128 at 224 on an H100) is
+// not made slower by it. Timed behind a GPU sleep on an H100 (bf16 autocast, a layer's forward + backward;
+// docs/performance/depthwise.md), a layer whose forward was routed took the host a median of 21 us more than the
+// same layer on customops' kernels alone, one whose weight gradient was routed 14 us (5 us where nothing was: the
+// timing's bias). Fitted to the zoo's layers (`python -m customops.benchmark.depthwise_choice --configs
+// bf16-channels_last`, H100, batch 128): a forward where cuDNN ran it about 25 us faster or more, a weight gradient
+// 15 us; e.g. the 1152x7x7 5x5 forward (50 us customops', 35 cuDNN's) stays with customops, its weight gradient
+// (76 / 48) goes to cuDNN. Only square windows were faster in cuDNN.
 Impl half_channels_last(DepthwisePass pass, const Features& f) {
   bool theirs = false;
   switch (pass) {
     case DepthwisePass::forward:
-      if (f.s > 1) {
-        // Stride 2: cuDNN's 5x5 saved 15-65 us (up to 2.4x), its 3x3 on 112x112 planes of few channels 18-61 us,
-        // its 7x7 and 11x11 on 14x14 planes 34-94 us (its 9x9 there lost 11); elsewhere it saved under 10 us or lost.
-        theirs = f.k == 5 || (f.k == 3 && f.H >= 56 && f.C <= 48) || (f.k >= 7 && f.H <= 14);
-      } else {
-        // Stride 1: only the 5x5 on 7x7 planes of many channels (10-15 us, 1.4-1.6x).
-        theirs = f.k == 5 && f.H <= 7 && f.C >= 512;
-      }
+      // Stride 1: cuDNN saved at most 17 us. Stride 2: its 3x3 on 112x112 planes of few channels 18-61 us, its 5x5
+      // on 28x28 planes 26-38 us and on 14x14 planes of 672 channels 57-65 us (below 512 channels 17-25 us, on
+      // 56x56 planes 5-31 us), its 7x7 and 11x11 on 14x14 planes 34-94 us (its 9x9 there lost 11).
+      theirs = f.s > 1 && ((f.k == 3 && f.H >= 112 && f.C <= 48) ||
+                           (f.k == 5 && ((f.H > 14 && f.H < 56) || (f.H <= 14 && f.C >= 512))) ||
+                           (f.k >= 7 && f.k != 9 && f.H <= 14));
       break;
     case DepthwisePass::input_grad:
       // cuDNN ran no zoo layer's input gradient 10 us faster, except one of 10 channels (not whole 16-byte words).
@@ -65,8 +65,10 @@ Impl half_channels_last(DepthwisePass pass, const Features& f) {
         // are 4-8x faster.
         theirs = f.k >= 5 && f.k <= 7 && f.H >= 28;
       } else {
-        // 5x5 and 7x7 over more than 48 channels (10-35 us); 5x5 on 14x14 planes saved 5-7 us below 256 channels.
-        theirs = (f.k == 5 || f.k == 7) && f.C > 48 && (f.k == 7 || f.H <= 7 || f.H >= 28 || f.C >= 256);
+        // 5x5 on 28x28 planes of 96 channels and more (24-35 us), on 14x14 planes of 640 and more (23 us), on 7x7
+        // planes of 768 and more (25-28 us); 7x7 on 28x28 planes (34 us). Elsewhere cuDNN saved at most 16 us.
+        theirs = (f.k == 5 && ((f.H >= 28 && f.C >= 96) || (f.H >= 14 && f.C >= 640) || f.C >= 768)) ||
+                 (f.k == 7 && f.H >= 28 && f.H < 56);
       }
       break;
   }

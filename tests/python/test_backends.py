@@ -32,16 +32,25 @@ def test_policies_and_their_errors():
 
 
 @pytest.mark.parametrize("case,expected", [
-    # Measured (docs/performance/depthwise_choice.md): cuDNN's NHWC kernels win the stride-2 5x5 forward
-    # (ours 1.19-1.28x theirs), customops the 7x7 forward and input gradient and the 1x9 / 9x1 bands.
-    (dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 5, 5), stride=2, padding=2, **BF16_CL),
+    # Measured (docs/performance/depthwise.md): cuDNN's NHWC kernels win the stride-2 5x5 forward on 28x28 and
+    # on 14x14 planes of many channels (2-3x faster), customops the 7x7 forward and input gradient and the 1x9 / 9x1
+    # bands.
+    (dict(input_size=(128, 192, 28, 28), weight_size=(192, 1, 5, 5), stride=2, padding=2, **BF16_CL),
      dict(forward="pytorch", input_grad="customops", weight_grad="pytorch")),
-    # A pass goes to cuDNN only where it saves more GPU time than the call costs the host (about 10 us): not the
-    # 3x3 forward of 144 channels on 56x56 planes (111 us ours, 113 cuDNN's) nor its weight gradient (125 / 129).
+    (dict(input_size=(128, 672, 14, 14), weight_size=(672, 1, 5, 5), stride=2, padding=2, **BF16_CL),
+     dict(forward="pytorch", input_grad="customops", weight_grad="customops")),
+    # A pass goes to cuDNN only where it saves more GPU time than routing it costs the host (about 20 us for a
+    # forward, 15 for a weight gradient): not the 3x3 forward of 144 channels on 56x56 planes (111 us ours, 113
+    # cuDNN's) nor its weight gradient (125 / 129); not the 5x5 forwards of 144 channels there (113 / 99) or of
+    # 1152 channels on 7x7 planes (50 / 35), whose weight gradients cuDNN runs 99 and 28 us faster.
     (dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 3, 3), padding=1, **BF16_CL),
      dict(forward="customops", input_grad="customops", weight_grad="customops")),
+    (dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 5, 5), stride=2, padding=2, **BF16_CL),
+     dict(forward="customops", input_grad="customops", weight_grad="pytorch")),
     (dict(input_size=(128, 1152, 7, 7), weight_size=(1152, 1, 5, 5), padding=2, **BF16_CL),
-     dict(forward="pytorch", input_grad="customops", weight_grad="pytorch")),
+     dict(forward="customops", input_grad="customops", weight_grad="pytorch")),
+    (dict(input_size=(128, 512, 7, 7), weight_size=(512, 1, 5, 5), padding=2, **BF16_CL),
+     dict(forward="customops", input_grad="customops", weight_grad="customops")),
     (dict(input_size=(128, 40, 56, 56), weight_size=(40, 1, 7, 7), padding=3, bias=True, **BF16_CL),
      dict(forward="customops", input_grad="customops")),
     (dict(input_size=(128, 40, 14, 14), weight_size=(40, 1, 1, 9), padding=(0, 4), bias=True, **BF16_CL),
@@ -86,7 +95,7 @@ def test_rule_picks(case, expected):
 
 def test_rule_keeps_16_bit_channels_last_without_cudnn():
     # The rule measured cuDNN's NHWC kernels; without cuDNN PyTorch's depthwise kernels are another matter.
-    case = dict(input_size=(128, 144, 56, 56), weight_size=(144, 1, 5, 5), stride=2, padding=2, **BF16_CL)
+    case = dict(input_size=(128, 192, 28, 28), weight_size=(192, 1, 5, 5), stride=2, padding=2, **BF16_CL)
     assert customops.backends.depthwise_conv2d_rule(**case)["forward"] == "pytorch"
     with torch.backends.cudnn.flags(enabled=False):
         assert set(customops.backends.depthwise_conv2d_rule(**case).values()) == {"customops"}

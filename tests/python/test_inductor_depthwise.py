@@ -34,7 +34,7 @@ LAYERS = [
     (torch.bfloat16, True, (128, 96, 56, 56), 3, 1),
     (torch.bfloat16, True, (128, 144, 56, 56), 3, 2),
     (torch.bfloat16, True, (128, 240, 28, 28), 5, 1),
-    (torch.bfloat16, True, (128, 480, 14, 14), 5, 2),
+    (torch.bfloat16, True, (128, 672, 14, 14), 5, 2),
     (torch.bfloat16, True, (128, 40, 56, 56), 7, 1),
     (torch.bfloat16, True, (64, 48, 7, 7), 3, 1),
     (torch.float32, False, (128, 96, 56, 56), 3, 1),
