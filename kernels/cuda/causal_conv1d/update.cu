@@ -1,7 +1,8 @@
 // causal_conv1d.update on CUDA, the decoding step, two kernels:
 // - update_words_kernel, the fast path: a thread per (b, VEC = 16 / sizeof(scalar_t) consecutive channels), every
 //   tensor moved in 16-byte words: a step of 256 rows of 5120 channels moved its bytes at 86% of a copy's rate on
-//   an H100, twice as fast as a thread per channel. It takes the common states only: no cache_seqlens, K <= 4, S = K-1 or K, C % VEC == 0, the state's rows in one of two layouts
+//   an H100, twice as fast as a thread per channel. It takes the common states only: no cache_seqlens, K <= 4,
+//   S = K-1 or K, C % VEC == 0, the state's rows in one of two layouts
 //   ((B, C, S) contiguous by row, or Mamba 2's channel-innermost (B, S, C) seen transposed) and the pointers
 //   aligned (update_words_plan says which); x and out take words where their layout allows, else single elements.
 // - update_kernel, everything else: one thread per (b, c) row, a block per (batch row, tile of kThreads
