@@ -13,6 +13,7 @@
 #include "kernels/causal_conv1d.h"
 #include "kernels/cuda/causal_conv1d/sigmoid.cuh"
 #include "kernels/cuda/common/device_guard.h"
+#include "kernels/cuda/common/launch.cuh"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
@@ -267,15 +268,16 @@ void launch_width(const UpdateArgs<scalar_t>& a, cudaStream_t stream) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Whether update_words_kernel takes a call, and how it reads x and writes out.
+// Whether update_words_kernel takes a call of a type of at most 4 bytes (launch_update asks for no other), and how
+// it reads x and writes out.
 struct WordsPlan {
   bool fast = false, slot_major = false, x_words = false, out_words = false;
 };
 
 template <typename scalar_t>
 WordsPlan update_words_plan(const UpdateArgs<scalar_t>& a, int64_t K) {
-  constexpr int64_t V = 16 / int64_t(sizeof(scalar_t));
-  const auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
+  constexpr int64_t V = Word<scalar_t>::kN;
+  const auto aligned = [](const void* p) { return launch::aligned(p, 16); };
   // A (B, C, L) tensor whose VEC channels are one word at every (b, t).
   const auto words = [&](const void* p, int64_t s0, int64_t s1, int64_t s2) {
     return s1 == 1 && s0 % V == 0 && (a.L == 1 || s2 % V == 0) && aligned(p);
@@ -283,7 +285,7 @@ WordsPlan update_words_plan(const UpdateArgs<scalar_t>& a, int64_t K) {
   WordsPlan plan;
   const bool row_major = a.ss1 == a.S && (a.ss2 == 1 || a.S == 1);
   plan.slot_major = !row_major && a.ss1 == 1 && a.ss2 % V == 0;
-  plan.fast = sizeof(scalar_t) <= 4 && a.cache_seqlens == nullptr && K >= 2 && K <= 4 &&
+  plan.fast = a.cache_seqlens == nullptr && K >= 2 && K <= 4 &&
               (a.S == K - 1 || a.S == K) && a.C % V == 0 && (row_major || plan.slot_major) && a.ss0 % V == 0 &&
               aligned(a.state) && aligned(a.weight) && (a.bias == nullptr || aligned(a.bias));
   plan.x_words = words(a.x, a.xs0, a.xs1, a.xs2);
