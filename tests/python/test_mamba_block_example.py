@@ -48,7 +48,9 @@ def test_prefill_then_decode_equals_forward(prompt):
         full, final = block(x)
     decoded = mamba_block.decode(block, x, prompt)
     torch.testing.assert_close(decoded, full, rtol=1e-6, atol=1e-6)
-    torch.testing.assert_close(block.conv_state, final, rtol=0, atol=0)
+    # The state holds in_proj's outputs, which a GEMM of one step rounds differently from one of nine on some CPUs
+    # (the last bit of float32): equal within it, not bit for bit.
+    torch.testing.assert_close(block.conv_state, final, rtol=1e-6, atol=1e-6)
 
 
 def test_the_decoding_step_compiles_whole():
