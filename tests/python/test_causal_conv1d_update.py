@@ -6,6 +6,7 @@ torch.export."""
 from __future__ import annotations
 
 import itertools
+import re
 import subprocess
 
 import pytest
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from torch.testing import make_tensor
 
 import customops
-from conftest import requires_cuda
+from conftest import cuda_kernel_names, requires_cuda
 
 pytestmark = pytest.mark.torch_dependent
 
@@ -125,10 +126,43 @@ def test_channels_over_several_blocks(circular, S, dtype, device):
     torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0)
 
 
-# The CUDA word kernel: a thread per 16 bytes of channels (8 of a half type, 4 of float), every tensor moved in
-# 16-byte words. It takes K <= 4 with S = K-1 or K, C a multiple of its channels, the state's rows contiguous or its
-# channel stride 1, aligned pointers, and no cache_seqlens; other calls take the kernel of a channel per thread. On
-# the CPU the same cases run through the CPU kernel.
+# The CUDA word kernel: a thread per word of channels, every tensor moved in words: 16-byte words (8 channels of a
+# half type, 4 of float), or 4-byte ones (2, 1) where a batch has fewer 16-byte words than 512 per multiprocessor
+# (update.cu's kWordsPerSMToFill), as the small batches below on any GPU of a few multiprocessors or more. It takes
+# K <= 4 with S = K-1 or K, C a multiple of its channels, the state's rows contiguous or its channel stride 1,
+# aligned pointers, and no cache_seqlens; other calls take the kernel of a channel per thread. On the CPU the same
+# cases run through the CPU kernel.
+WORDS_PER_SM_TO_FILL = 512
+
+
+def _rows_for_16_byte_words(C, dtype, device):
+    """The smallest batch of C channels (a multiple of 16 bytes) that takes 16-byte words on device; on the CPU,
+    where there are no words, a few rows."""
+    if device != "cuda":
+        return 4
+    sms = torch.cuda.get_device_properties(device).multi_processor_count
+    return max(4, -(-WORDS_PER_SM_TO_FILL * sms // (C * dtype.itemsize // 16)))
+
+
+def _word_bytes(call):
+    """The word size of the word kernel that call launches (CUDA): update_words_kernel's second template argument,
+    its name demangled (update_words_kernel<float, 4, ...>) or not (update_words_kernelIfLi4E...)."""
+    names = cuda_kernel_names(call)
+    word = re.compile(r"update_words_kernel(?:<[^,]+, |I(?:N\w+?E|[a-z])Li)(\d+)")
+    sizes = {int(m.group(1)) for m in map(word.search, names) if m}
+    assert len(sizes) == 1, names
+    return sizes.pop()
+
+
+def _taller(t, rows):
+    """A batch of `rows` rows laid out as t (contiguous, or its last two dimensions transposed): t's rows first,
+    zeros after."""
+    shape = t.shape[1:] if t.is_contiguous() else t.shape[1:][::-1]
+    big = t.new_zeros(rows, *shape)
+    big = big if t.is_contiguous() else big.transpose(1, 2)
+    big[:t.shape[0]] = t
+    return big
+
 
 def _rand(g, *shape, dtype, device):
     return torch.randn(*shape, generator=g, dtype=torch.float64).to(device=device, dtype=dtype)
@@ -160,9 +194,11 @@ WORD_DTYPES = [torch.bfloat16, torch.float16, torch.float32]
 @pytest.mark.parametrize("K", [2, 3, 4])
 @pytest.mark.parametrize("dtype", WORD_DTYPES, ids=str)
 def test_word_kernel_states_and_tokens(dtype, K, layout, device):
-    # 136 channels: 17 threads of 8 (34 of 4), a part of a block; the rows of a larger cache out of order, a padding
-    # row among them; states of K-1 and K steps; x of one step or three; with bias and SiLU and without.
+    # 136 channels: 68 threads of 2 (136 of 1) in 4-byte words, a part of a block; the rows of a larger cache out of
+    # order, a padding row among them; states of K-1 and K steps; x of one step or three; with bias and SiLU and
+    # without. Then the same rows first in a batch of padding rows large enough for 16-byte words: the same bits.
     B, C = 3, 136
+    large = _rows_for_16_byte_words(C, dtype, device)
     g = torch.Generator().manual_seed(K + 10 * (layout == "slots") + 100 * WORD_DTYPES.index(dtype))
     indices = torch.tensor([3, -1, 0], dtype=torch.int32, device=device)
     for S, kind, (with_bias, activation) in itertools.product([K - 1, K], ["x2d", "x3d", "xcl"],
@@ -171,6 +207,7 @@ def test_word_kernel_states_and_tokens(dtype, K, layout, device):
         weight = _rand(g, C, K, dtype=dtype, device=device)
         bias = _rand(g, C, dtype=dtype, device=device) if with_bias else None
         state = _state(layout, B + 2, C, S, g, dtype, device)
+        before = state.clone()
         expected, expected_state = update_ref(x, state, weight, bias, activation, None, indices)
         out = customops.causal_conv1d_update(x, state, weight, bias, activation=activation,
                                              conv_state_indices=indices)
@@ -179,6 +216,11 @@ def test_word_kernel_states_and_tokens(dtype, K, layout, device):
         torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0,
                                    msg=lambda m: f"{case}: {m}")
         assert (out[1] == 0).all(), case
+        rows = torch.full((large,), -1, dtype=torch.int32, device=device)
+        rows[:B] = indices
+        big = customops.causal_conv1d_update(_taller(x, large), before, weight, bias, activation=activation,
+                                             conv_state_indices=rows)
+        assert torch.equal(big[:B], out) and torch.equal(before, state), case
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -186,8 +228,8 @@ def test_word_kernel_states_and_tokens(dtype, K, layout, device):
 @pytest.mark.parametrize("C", [64, 1032])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_word_kernel_over_blocks(dtype, C, layout, device):
-    # One step of Mamba's decoding, no indices: 64 channels, 8 threads of 8 (16 of 4); 1032, 129 threads of 8 (258
-    # of 4), over two blocks (three) of the word kernel's 128 threads.
+    # One step of Mamba's decoding, no indices: 64 channels, 32 threads of 2 (64 of 1) in 4-byte words; 1032, 516
+    # threads of 2 (1032 of 1), over five blocks (nine) of the word kernel's 128 threads.
     B, K = 4, 4
     g = torch.Generator().manual_seed(C + (layout == "slots"))
     x, weight, bias = (_rand(g, *shape, dtype=dtype, device=device) for shape in ((B, C), (C, K), (C,)))
@@ -198,14 +240,46 @@ def test_word_kernel_over_blocks(dtype, C, layout, device):
     torch.testing.assert_close(state.cpu().double(), expected_state, rtol=0, atol=0)
 
 
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("layout", ["rows", "slots"])
+@pytest.mark.parametrize("C", [136, 5120])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
+def test_word_kernel_small_and_large_batches(dtype, C, layout, device):
+    # Two rows take 4-byte words (C=5120 in bf16: 1280 16-byte words, 2560 threads of 4-byte ones); the same two
+    # rows last in a batch large enough for 16-byte words (on an H100, 3976 rows of 136 bf16 channels, 106 of 5120):
+    # both against the reference (the large batch on 16 rows spread over it), and the same bits.
+    K = 4
+    large = _rows_for_16_byte_words(C, dtype, device)
+    g = torch.Generator().manual_seed(C + (layout == "slots") + 10 * (dtype == torch.float32))
+    weight, bias = _rand(g, C, K, dtype=dtype, device=device), _rand(g, C, dtype=dtype, device=device)
+    for S, kind in [(K - 1, "x2d"), (K, "xcl")]:
+        x, state = _token(kind, 2, C, g, dtype, device), _state(layout, 2, C, S, g, dtype, device)
+        big_x, big_state = _token(kind, large, C, g, dtype, device), _state(layout, large, C, S, g, dtype, device)
+        big_x[-2:], big_state[-2:] = x, state
+        outs = []
+        for x_, state_, word in ((x, state, 4), (big_x, big_state, 16)):
+            if device == "cuda":
+                assert _word_bytes(lambda: customops.causal_conv1d_update(x_, state_.clone(), weight, bias,
+                                                                          activation="silu")) == word
+            rows = torch.linspace(0, len(x_) - 1, min(len(x_), 16), device=device).round().long()
+            expected, expected_state = update_ref(x_[rows], state_[rows], weight, bias, "silu")
+            outs.append(customops.causal_conv1d_update(x_, state_, weight, bias, activation="silu"))
+            case = f"S={S}, {kind}, {len(x_)} rows"
+            _close(outs[-1][rows], expected, dtype, msg=lambda m: f"{case}: {m}")
+            torch.testing.assert_close(state_[rows].cpu().double(), expected_state, rtol=0, atol=0,
+                                       msg=lambda m: f"{case}: {m}")
+        assert torch.equal(outs[1][-2:], outs[0]) and torch.equal(big_state[-2:], state), f"S={S}, {kind}"
+
+
 def _misaligned(t):
     """t's values in a contiguous tensor one element past its allocation's start, so not 16-byte aligned."""
     return torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape).copy_(t)
 
 
-# Each misses one of the word kernel's conditions: "channels", C not a multiple of 8 or 4; "strided", the state a
-# slice of a wider one (rows of stride S+1); "state", "weight", "bias", one element off 16-byte alignment: the other
-# kernel. "x" misaligned: the word kernel, reading x channel by channel.
+# At this batch the word kernel takes 4-byte words. Each case misses one of its conditions for bf16: "channels", C
+# not a multiple of 2; "strided", the state a slice of a wider one (rows of stride S+1); "state", "weight", "bias",
+# one element off 4-byte alignment: the other kernel. "x" misaligned: the word kernel, reading x channel by
+# channel. For float (1 channel a word, 4-byte aligned) only "strided" leaves the word kernel.
 BESIDE_WORDS = ["channels", "strided", "state", "weight", "bias", "x"]
 
 
@@ -214,7 +288,7 @@ BESIDE_WORDS = ["channels", "strided", "state", "weight", "bias", "x"]
 @pytest.mark.parametrize("case", BESIDE_WORDS)
 def test_calls_beside_the_word_kernel(case, dtype, device):
     B, K, S = 3, 4, 3
-    C = 10 if case == "channels" else 16
+    C = 9 if case == "channels" else 16
     g = torch.Generator().manual_seed(BESIDE_WORDS.index(case))
     x, weight, bias = (_rand(g, *shape, dtype=dtype, device=device) for shape in ((B, C), (C, K), (C,)))
     state = _rand(g, B, C, S, dtype=dtype, device=device)

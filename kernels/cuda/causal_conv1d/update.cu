@@ -1,10 +1,12 @@
 // causal_conv1d.update on CUDA, the decoding step, two kernels:
-// - update_words_kernel, the fast path: a thread per (b, VEC = 16 / sizeof(scalar_t) consecutive channels), every
-//   tensor moved in 16-byte words: a step of 256 rows of 5120 channels moved its bytes at 86% of a copy's rate on
-//   an H100, twice as fast as a thread per channel. It takes the common states only: no cache_seqlens, K <= 4,
-//   S = K-1 or K, C % VEC == 0, the state's rows in one of two layouts
-//   ((B, C, S) contiguous by row, or Mamba 2's channel-innermost (B, S, C) seen transposed) and the pointers
-//   aligned (update_words_plan says which); x and out take words where their layout allows, else single elements.
+// - update_words_kernel, the fast path: a thread per (b, VEC = kBytes / sizeof(scalar_t) consecutive channels),
+//   every tensor moved in kBytes words. 16-byte words: a step of 256 rows of 5120 channels moved its bytes at 86%
+//   of a copy's rate on an H100, twice as fast as a thread per channel. 4-byte words (2 channels of a half type, 1
+//   float) for the batches whose 16-byte words would leave most of the GPU idle (launch_update). It takes the
+//   common states only: no cache_seqlens, K <= 4, S = K-1 or K, C % VEC == 0, the state's rows in one of two
+//   layouts ((B, C, S) contiguous by row, or Mamba 2's channel-innermost (B, S, C) seen transposed) and the
+//   pointers aligned (update_words_plan says which); x and out take words where their layout allows, else single
+//   elements.
 // - update_kernel, everything else: one thread per (b, c) row, a block per (batch row, tile of kThreads
 //   channels), so that consecutive threads read consecutive channels of a (B, C) token.
 // Both keep the steps before x in registers (the width is a template argument) while the thread walks x's L steps,
@@ -112,13 +114,14 @@ __global__ void __launch_bounds__(kThreads) update_kernel(const UpdateArgs<scala
   }
 }
 
-// The fast path's 16-byte word: VEC elements in four 32-bit registers, two to a register for the half types, so
-// that the state stays packed while a step's shift moves whole words. get and set take an element's bits, not its
-// value: a copied step keeps them (a NaN its payload), as in update_kernel.
-template <typename scalar_t>
+// The fast path's word of kBytes (16 or 4): VEC elements in kBytes / 4 32-bit registers, two to a register for
+// the half types, so that the state stays packed while a step's shift moves whole words. get and set take an
+// element's bits, not its value: a copied step keeps them (a NaN its payload), as in update_kernel.
+template <typename scalar_t, int kBytes>
 struct Word {
-  static constexpr int kN = 16 / static_cast<int>(sizeof(scalar_t));
-  uint32_t r[4];
+  static_assert(kBytes == 16 || kBytes == 4, "the fast path's words");
+  static constexpr int kN = kBytes / static_cast<int>(sizeof(scalar_t));
+  uint32_t r[kBytes / 4];
 
   __device__ __forceinline__ scalar_t get(int j) const {
     if constexpr (sizeof(scalar_t) == 4) {
@@ -138,50 +141,58 @@ struct Word {
 };
 
 // Blocks of four warps, five resident per multiprocessor: ptxas keeps every instantiation within the 102 registers
-// that leaves, without spilling (unbounded, the widest took 107: room for four).
+// that leaves, without spilling (unbounded, the widest took 107: room for four). The 4-byte words take 38-56.
 constexpr int kWordThreads = 128;
 constexpr int kWordBlocksPerSM = 5;
 
-// The word at p (16-byte aligned): one 16-byte load or store, through the intrinsics of the default cache policies
-// (ld.global.ca, st.global.wb). A plain copy of a struct can come out as four 4-byte or eight 2-byte accesses (seen
-// for the state's stores).
-template <typename scalar_t>
-__device__ __forceinline__ Word<scalar_t> read_word(const scalar_t* p) {
-  const uint4 u = __ldca(reinterpret_cast<const uint4*>(p));
-  return Word<scalar_t>{{u.x, u.y, u.z, u.w}};
+// The word at p (kBytes aligned): one load or store of kBytes, through the intrinsics of the default cache
+// policies (ld.global.ca, st.global.wb). A plain copy of a struct can come out as four 4-byte or eight 2-byte
+// accesses (seen for the state's stores).
+template <int kBytes, typename scalar_t>
+__device__ __forceinline__ Word<scalar_t, kBytes> read_word(const scalar_t* p) {
+  if constexpr (kBytes == 16) {
+    const uint4 u = __ldca(reinterpret_cast<const uint4*>(p));
+    return Word<scalar_t, kBytes>{{u.x, u.y, u.z, u.w}};
+  } else {
+    return Word<scalar_t, kBytes>{{__ldca(reinterpret_cast<const unsigned int*>(p))}};
+  }
 }
 
-template <typename scalar_t>
-__device__ __forceinline__ void write_word(scalar_t* p, const Word<scalar_t>& w) {
-  __stwb(reinterpret_cast<uint4*>(p), make_uint4(w.r[0], w.r[1], w.r[2], w.r[3]));
+template <typename scalar_t, int kBytes>
+__device__ __forceinline__ void write_word(scalar_t* p, const Word<scalar_t, kBytes>& w) {
+  if constexpr (kBytes == 16) {
+    __stwb(reinterpret_cast<uint4*>(p), make_uint4(w.r[0], w.r[1], w.r[2], w.r[3]));
+  } else {
+    __stwb(reinterpret_cast<unsigned int*>(p), w.r[0]);
+  }
 }
 
 // VEC elements stride apart: one word where whole (stride 1, p aligned), else one element each.
-template <typename scalar_t>
-__device__ __forceinline__ Word<scalar_t> load_word(const scalar_t* p, int64_t stride, bool whole) {
-  if (whole) return read_word(p);
-  Word<scalar_t> w{};
+template <int kBytes, typename scalar_t>
+__device__ __forceinline__ Word<scalar_t, kBytes> load_word(const scalar_t* p, int64_t stride, bool whole) {
+  if (whole) return read_word<kBytes>(p);
+  Word<scalar_t, kBytes> w{};
 #pragma unroll
-  for (int j = 0; j < Word<scalar_t>::kN; ++j) w.set(j, p[j * stride]);
+  for (int j = 0; j < Word<scalar_t, kBytes>::kN; ++j) w.set(j, p[j * stride]);
   return w;
 }
 
-template <typename scalar_t>
-__device__ __forceinline__ void store_word(scalar_t* p, int64_t stride, bool whole, const Word<scalar_t>& w) {
+template <typename scalar_t, int kBytes>
+__device__ __forceinline__ void store_word(scalar_t* p, int64_t stride, bool whole, const Word<scalar_t, kBytes>& w) {
   if (whole) return write_word(p, w);
 #pragma unroll
-  for (int j = 0; j < Word<scalar_t>::kN; ++j) p[j * stride] = w.get(j);
+  for (int j = 0; j < Word<scalar_t, kBytes>::kN; ++j) p[j * stride] = w.get(j);
 }
 
-// update_kernel's non-circular branch for VEC channels c0.. of a thread. kSlotMajor: the state's channel stride is
-// 1 (slot s of the VEC channels one word at s * ss2), else its rows are contiguous (the VEC rows S words at
-// c0 * S). The state stays in its bits, converted for the sums only.
+// update_kernel's non-circular branch for VEC channels c0.. of a thread, in words of kBytes. kSlotMajor: the
+// state's channel stride is 1 (slot s of the VEC channels one word at s * ss2), else its rows are contiguous (the
+// VEC rows S words at c0 * S). The state stays in its bits, converted for the sums only.
 // x_words, out_words: x's and out's VEC channels are one word at each step.
-template <typename scalar_t, int K, int S, bool kSlotMajor>
+template <typename scalar_t, int kBytes, int K, int S, bool kSlotMajor>
 __global__ void __launch_bounds__(kWordThreads, kWordBlocksPerSM)
     update_words_kernel(const UpdateArgs<scalar_t> a, const bool x_words, const bool out_words) {
   using opmath_t = at::opmath_type<scalar_t>;
-  using W = Word<scalar_t>;
+  using W = Word<scalar_t, kBytes>;
   constexpr int V = W::kN;
   constexpr bool kFast = sizeof(scalar_t) == 2;
   static_assert(K >= 2 && (S == K - 1 || S == K), "the fast path's widths and states");
@@ -191,13 +202,13 @@ __global__ void __launch_bounds__(kWordThreads, kWordBlocksPerSM)
   // The VEC rows of the (C, K) weight are K words.
   W wk[K];
 #pragma unroll
-  for (int i = 0; i < K; ++i) wk[i] = read_word(a.weight + c0 * K + i * V);
-  const W bw = a.bias != nullptr ? read_word(a.bias + c0) : W{};  // +0 bits: update_kernel's bias of none
+  for (int i = 0; i < K; ++i) wk[i] = read_word<kBytes>(a.weight + c0 * K + i * V);
+  const W bw = a.bias != nullptr ? read_word<kBytes>(a.bias + c0) : W{};  // +0 bits: update_kernel's bias of none
   const auto tap = [&](int j, int k) { return static_cast<opmath_t>(wk[(j * K + k) / V].get((j * K + k) % V)); };
   for (int64_t b = blockIdx.y; b < a.B; b += gridDim.y) {
     const scalar_t* x = a.x + b * a.xs0 + c0 * a.xs1;
     scalar_t* out = a.out + b * a.os0 + c0 * a.os1;
-    W xw = load_word(x, a.xs1, x_words);  // step 0, in flight with the index
+    W xw = load_word<kBytes>(x, a.xs1, x_words);  // step 0, in flight with the index
     const int64_t row = a.indices != nullptr ? int64_t(a.indices[b]) : b;
     if (row < 0) {  // a padding row: zeros out, no state to touch
       for (int t = 0; t < L; ++t) store_word(out + t * a.os2, a.os1, out_words, W{});
@@ -211,11 +222,11 @@ __global__ void __launch_bounds__(kWordThreads, kWordBlocksPerSM)
     W slot[S]{};
     if constexpr (kSlotMajor) {
 #pragma unroll
-      for (int s = 0; s < S; ++s) slot[s] = read_word(word_at(s));
+      for (int s = 0; s < S; ++s) slot[s] = read_word<kBytes>(word_at(s));
     } else {
       W rows[S];
 #pragma unroll
-      for (int i = 0; i < S; ++i) rows[i] = read_word(word_at(i));
+      for (int i = 0; i < S; ++i) rows[i] = read_word<kBytes>(word_at(i));
 #pragma unroll
       for (int j = 0; j < V; ++j) {
 #pragma unroll
@@ -223,7 +234,7 @@ __global__ void __launch_bounds__(kWordThreads, kWordBlocksPerSM)
       }
     }
     for (int t = 0; t < L; ++t) {
-      if (t > 0) xw = load_word(x + t * a.xs2, a.xs1, x_words);
+      if (t > 0) xw = load_word<kBytes>(x + t * a.xs2, a.xs1, x_words);
       W ow{};
 #pragma unroll
       for (int j = 0; j < V; ++j) {
@@ -268,16 +279,16 @@ void launch_width(const UpdateArgs<scalar_t>& a, cudaStream_t stream) {
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-// Whether update_words_kernel takes a call of a type of at most 4 bytes (launch_update asks for no other), and how
-// it reads x and writes out.
+// Whether update_words_kernel in words of kBytes takes a call (launch_update asks for no type over 4 bytes), and
+// how it reads x and writes out.
 struct WordsPlan {
   bool fast = false, slot_major = false, x_words = false, out_words = false;
 };
 
-template <typename scalar_t>
+template <int kBytes, typename scalar_t>
 WordsPlan update_words_plan(const UpdateArgs<scalar_t>& a, int64_t K) {
-  constexpr int64_t V = Word<scalar_t>::kN;
-  const auto aligned = [](const void* p) { return launch::aligned(p, 16); };
+  constexpr int64_t V = kBytes / int64_t(sizeof(scalar_t));
+  const auto aligned = [](const void* p) { return launch::aligned(p, kBytes); };
   // A (B, C, L) tensor whose VEC channels are one word at every (b, t).
   const auto words = [&](const void* p, int64_t s0, int64_t s1, int64_t s2) {
     return s1 == 1 && s0 % V == 0 && (a.L == 1 || s2 % V == 0) && aligned(p);
@@ -293,36 +304,57 @@ WordsPlan update_words_plan(const UpdateArgs<scalar_t>& a, int64_t K) {
   return plan;
 }
 
-template <typename scalar_t, int K, int S>
+template <typename scalar_t, int kBytes, int K, int S>
 void launch_words(const UpdateArgs<scalar_t>& a, const WordsPlan& plan, cudaStream_t stream) {
-  constexpr int64_t V = Word<scalar_t>::kN;
+  constexpr int64_t V = Word<scalar_t, kBytes>::kN;
   const dim3 grid(static_cast<unsigned>((a.C / V + kWordThreads - 1) / kWordThreads),
                   static_cast<unsigned>(std::min<int64_t>(a.B, 65535)));
   if (plan.slot_major) {
-    update_words_kernel<scalar_t, K, S, true><<<grid, kWordThreads, 0, stream>>>(a, plan.x_words, plan.out_words);
+    update_words_kernel<scalar_t, kBytes, K, S, true>
+        <<<grid, kWordThreads, 0, stream>>>(a, plan.x_words, plan.out_words);
   } else {
-    update_words_kernel<scalar_t, K, S, false><<<grid, kWordThreads, 0, stream>>>(a, plan.x_words, plan.out_words);
+    update_words_kernel<scalar_t, kBytes, K, S, false>
+        <<<grid, kWordThreads, 0, stream>>>(a, plan.x_words, plan.out_words);
   }
   C10_CUDA_KERNEL_LAUNCH_CHECK();
 }
 
-template <typename scalar_t, int K>
+template <typename scalar_t, int kBytes, int K>
 void launch_words_width(const UpdateArgs<scalar_t>& a, const WordsPlan& plan, cudaStream_t stream) {
-  if (a.S == K - 1) return launch_words<scalar_t, K, K - 1>(a, plan, stream);
-  return launch_words<scalar_t, K, K>(a, plan, stream);
+  if (a.S == K - 1) return launch_words<scalar_t, kBytes, K, K - 1>(a, plan, stream);
+  return launch_words<scalar_t, kBytes, K, K>(a, plan, stream);
 }
+
+// Launches update_words_kernel in words of kBytes where it takes the call; false where not.
+template <typename scalar_t, int kBytes>
+bool launch_words_if_fast(const UpdateArgs<scalar_t>& a, int64_t K, cudaStream_t stream) {
+  const WordsPlan plan = update_words_plan<kBytes>(a, K);
+  if (!plan.fast) return false;
+  switch (K) {
+    case 2: launch_words_width<scalar_t, kBytes, 2>(a, plan, stream); break;
+    case 3: launch_words_width<scalar_t, kBytes, 3>(a, plan, stream); break;
+    default: launch_words_width<scalar_t, kBytes, 4>(a, plan, stream); break;
+  }
+  return true;
+}
+
+// Below this many 16-byte words (threads of the 16-byte form, padding rows included) per multiprocessor a call
+// takes 4-byte words: a quarter of the channels per thread, four times the threads. A guess, not timed: the 16-byte
+// form keeps up to kWordThreads * kWordBlocksPerSM = 640 threads resident per multiprocessor, and at batch 1
+// (C=5120, bf16: 640 threads on the whole GPU) it took 3.3 us against a clone's 2.2, its threads latency-bound on
+// 8 channels each. Where the two forms cross is still to be measured.
+constexpr int64_t kWordsPerSMToFill = 512;
 
 template <typename scalar_t>
 void launch_update(const UpdateArgs<scalar_t>& a, int64_t K, cudaStream_t stream) {
   static_assert(causal_conv1d_impl::kMaxWidth == 8, "a width past 8 needs its case here");
   if constexpr (sizeof(scalar_t) <= 4) {
-    const WordsPlan plan = update_words_plan(a, K);
-    if (plan.fast) {
-      switch (K) {
-        case 2: return launch_words_width<scalar_t, 2>(a, plan, stream);
-        case 3: return launch_words_width<scalar_t, 3>(a, plan, stream);
-        default: return launch_words_width<scalar_t, 4>(a, plan, stream);
-      }
+    // Every call the 16-byte words take, the 4-byte ones take too: a few words go to the 4-byte form, the others
+    // to the 16-byte one or, where it refuses them, to update_kernel.
+    const int64_t words16 = a.B * (a.C / (16 / int64_t(sizeof(scalar_t))));
+    const bool few = words16 < kWordsPerSMToFill * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
+    if (few ? launch_words_if_fast<scalar_t, 4>(a, K, stream) : launch_words_if_fast<scalar_t, 16>(a, K, stream)) {
+      return;
     }
   }
   switch (K) {
