@@ -150,7 +150,7 @@ __device__ __forceinline__ void load_ids(int32_t (&ids)[R], const Args<scalar_t>
 
 // Block (column of channels, tile of steps of one batch row); thread: channel ch of the tile, steps [s0, s0 + kRun)
 // of it, at tile rows s0 + K-1 ...
-template <typename scalar_t, int K, bool kSilu>
+template <typename scalar_t, int K, bool kSilu, bool kSeq>
 __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_kernel(const Args<scalar_t> a) {
   using S = TileShape<scalar_t, false>;
   using opmath_t = at::opmath_type<scalar_t>;
@@ -160,9 +160,8 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
   __shared__ int32_t ids[kRows];
   const int64_t b = blockIdx.x / a.tiles, first = (blockIdx.x - b * a.tiles) * S::kSteps - (K - 1);
   const int64_t c0 = int64_t(blockIdx.y) * S::kChannels;
-  const bool has_seq = a.seq != nullptr;
   load_tile<S, K>(tile, a.x + b * a.xs0, a.xs2, a, b, first, c0, a.init != nullptr);
-  if (has_seq) load_ids<S>(ids, a, b, first);
+  if constexpr (kSeq) load_ids<S>(ids, a, b, first);
   tile_ready();
   const int ch = threadIdx.x % S::kChannels, s0 = threadIdx.x / S::kChannels * kRun;
   const int64_t c = c0 + ch;
@@ -177,7 +176,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
   for (int s = 0; s < kRun; ++s) {
     win[K - 1] = static_cast<opmath_t>(tile[s0 + s + K - 1][ch]);
     opmath_t acc = bias;
-    if (has_seq) {
+    if constexpr (kSeq) {
       const int32_t own = ids[s0 + s + K - 1];
 #pragma unroll
       for (int k = 0; k < K; ++k) acc += ids[s0 + s + k] == own ? w[k] * win[k] : opmath_t(0);
@@ -204,7 +203,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, false>::kThreads) forward_
 // then the gradient of step ls = lt - (K-1), which steps ls..lt read with taps K-1..0 (those of its sequence with
 // seq_idx): grad_x for ls in its run, initial_states' for ls < 0 (tile 0, run 0), where gp before t = 0 is zero. The
 // weight and bias gradients sum gp times the taps' inputs over the thread's own steps, across the block's tiles.
-template <typename scalar_t, int K, bool kSilu>
+template <typename scalar_t, int K, bool kSilu, bool kSeq>
 __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_min_blocks<scalar_t>())
     backward_kernel(const Args<scalar_t> a) {
   using S = TileShape<scalar_t, true>;
@@ -217,7 +216,6 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_
   const int64_t c0 = int64_t(blockIdx.x) * S::kChannels;
   const int ch = threadIdx.x % S::kChannels, run = threadIdx.x / S::kChannels, s0 = run * kRun;
   const int64_t c = c0 + ch;
-  const bool has_seq = a.seq != nullptr;
   opmath_t w[K], bias = 0, dw[K], db = 0;
 #pragma unroll
   for (int k = 0; k < K; ++k) {
@@ -230,7 +228,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_
     __syncthreads();  // the previous tile's reads and stores are done
     load_tile<S, K>(xs, a.x + b * a.xs0, a.xs2, a, b, t0 - (K - 1), c0, a.init != nullptr);
     load_tile<S, K>(gs, a.grad + b * a.gs0, a.gs2, a, b, t0, c0, false);
-    if (has_seq) load_ids<S>(ids, a, b, t0 - (K - 1));
+    if constexpr (kSeq) load_ids<S>(ids, a, b, t0 - (K - 1));
     tile_ready();
     // gw[j]: gp of local step lt - (K-1) + j; xw[k], iw[k]: x and the sequence id of local step lt + k - (K-1),
     // the taps of step lt, slid along as the forward's window is.
@@ -241,13 +239,13 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_
 #pragma unroll
     for (int k = 0; k + 1 < K; ++k) {
       xw[k] = static_cast<opmath_t>(xs[s0 + k][ch]);
-      iw[k] = has_seq ? ids[s0 + k] : 0;
+      iw[k] = kSeq ? ids[s0 + k] : 0;
     }
 #pragma unroll
     for (int i = 0; i < kRun + K - 1; ++i) {
       const int lt = s0 + i;
       xw[K - 1] = static_cast<opmath_t>(xs[lt + K - 1][ch]);
-      iw[K - 1] = has_seq ? ids[lt + K - 1] : 0;
+      iw[K - 1] = kSeq ? ids[lt + K - 1] : 0;
       opmath_t gp = 0;
       if (t0 + lt < a.L) {
         opmath_t taps[K], z = bias;
@@ -278,7 +276,7 @@ __global__ void __launch_bounds__(TileShape<scalar_t, true>::kThreads, backward_
           dx[i - (K - 1)] = acc;
         } else if (c < a.C) {
           // Before t = 0. With seq_idx no step reads there: zeros.
-          a.dinit[(b * a.C + c) * (K - 1) + (K - 1 + ls)] = has_seq ? scalar_t(0) : static_cast<scalar_t>(acc);
+          a.dinit[(b * a.C + c) * (K - 1) + (K - 1 + ls)] = kSeq ? scalar_t(0) : static_cast<scalar_t>(acc);
         }
       }
 #pragma unroll
@@ -363,12 +361,17 @@ Args<scalar_t> args_for(const at::Tensor& x, const at::Tensor& weight, const at:
   return a;
 }
 
-// fn(width, silu), both compile-time constants: the unrolled walks carry no branch on the activation.
+// fn(width, silu, seq), all compile-time constants: the unrolled walks carry no branch on the activation or on
+// seq_idx, and without seq_idx no sequence ids (fewer registers and instructions a step).
 template <typename Fn>
-void with_width(int64_t K, bool silu, Fn&& fn) {
+void with_width(int64_t K, bool silu, bool seq, Fn&& fn) {
+  const auto with_seq = [&](auto width, auto fused_silu) {
+    if (seq) return fn(width, fused_silu, std::true_type{});
+    return fn(width, fused_silu, std::false_type{});
+  };
   const auto with_silu = [&](auto width) {
-    if (silu) return fn(width, std::true_type{});
-    return fn(width, std::false_type{});
+    if (silu) return with_seq(width, std::true_type{});
+    return with_seq(width, std::false_type{});
   };
   switch (K) {
     case 2: return with_silu(std::integral_constant<int, 2>{});
@@ -402,8 +405,8 @@ void forward(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bi
     const int64_t tiles = a.B * a.tiles, columns = ceil_div(a.C, S::kChannels);
     TORCH_CHECK(tiles <= int64_t(std::numeric_limits<int32_t>::max()) && columns <= 65535,
                 "causal_conv1d: x of ", a.B, " rows of ", a.L, " steps and ", a.C, " channels is too large");
-    with_width(weight.size(1), silu, [&](auto K, auto fused_silu) {
-      forward_kernel<scalar_t, decltype(K)::value, decltype(fused_silu)::value>
+    with_width(weight.size(1), silu, seq_idx.defined(), [&](auto K, auto fused_silu, auto seq) {
+      forward_kernel<scalar_t, decltype(K)::value, decltype(fused_silu)::value, decltype(seq)::value>
           <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(columns)), S::kThreads, 0, stream>>>(a);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
@@ -438,8 +441,9 @@ void backward(const at::Tensor& grad_out, const at::Tensor& x, const at::Tensor&
     const bool params = grad_weight.defined() || grad_bias.defined();
     at::Tensor parts;
     int64_t rows = 1;
-    with_width(K, silu, [&](auto width, auto fused_silu) {
-      const auto kernel = backward_kernel<scalar_t, decltype(width)::value, decltype(fused_silu)::value>;
+    with_width(K, silu, seq_idx.defined(), [&](auto width, auto fused_silu, auto seq) {
+      const auto kernel =
+          backward_kernel<scalar_t, decltype(width)::value, decltype(fused_silu)::value, decltype(seq)::value>;
       // At most one wave of blocks (as many as the device holds at once), each taking as many tiles in turn: the
       // weight and bias gradients leave one workspace slice per block row, and a block past the wave would run all
       // its tiles after the wave's, as long again.
