@@ -127,12 +127,12 @@ def test_channels_over_several_blocks(circular, S, dtype, device):
 
 
 # The CUDA word kernel: a thread per word of channels, every tensor moved in words: 16-byte words (8 channels of a
-# half type, 4 of float), or 4-byte ones (2, 1) where a batch has fewer 16-byte words than 512 per multiprocessor
+# half type, 4 of float), or 4-byte ones (2, 1) where a batch has fewer 16-byte words than 256 per multiprocessor
 # (update.cu's kWordsPerSMToFill), as the small batches below on any GPU of a few multiprocessors or more. It takes
 # K <= 4 with S = K-1 or K, C a multiple of its channels, the state's rows contiguous or its channel stride 1,
 # aligned pointers, and no cache_seqlens; other calls take the kernel of a channel per thread. On the CPU the same
 # cases run through the CPU kernel.
-WORDS_PER_SM_TO_FILL = 512
+WORDS_PER_SM_TO_FILL = 256
 
 
 def _rows_for_16_byte_words(C, dtype, device):
@@ -246,7 +246,7 @@ def test_word_kernel_over_blocks(dtype, C, layout, device):
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_word_kernel_small_and_large_batches(dtype, C, layout, device):
     # Two rows take 4-byte words (C=5120 in bf16: 1280 16-byte words, 2560 threads of 4-byte ones); the same two
-    # rows last in a batch large enough for 16-byte words (on an H100, 3976 rows of 136 bf16 channels, 106 of 5120):
+    # rows last in a batch large enough for 16-byte words (on an H100, 1988 rows of 136 bf16 channels, 53 of 5120):
     # both against the reference (the large batch on 16 rows spread over it), and the same bits.
     K = 4
     large = _rows_for_16_byte_words(C, dtype, device)

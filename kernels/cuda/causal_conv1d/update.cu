@@ -339,11 +339,12 @@ bool launch_words_if_fast(const UpdateArgs<scalar_t>& a, int64_t K, cudaStream_t
 }
 
 // Below this many 16-byte words (threads of the 16-byte form, padding rows included) per multiprocessor a call
-// takes 4-byte words: a quarter of the channels per thread, four times the threads. A guess, not timed: the 16-byte
-// form keeps up to kWordThreads * kWordBlocksPerSM = 640 threads resident per multiprocessor, and at batch 1
-// (C=5120, bf16: 640 threads on the whole GPU) it took 3.3 us against a clone's 2.2, its threads latency-bound on
-// 8 channels each. Where the two forms cross is still to be measured.
-constexpr int64_t kWordsPerSMToFill = 512;
+// takes 4-byte words: a quarter of the channels per thread, four times the threads. The 16-byte form keeps up to
+// kWordThreads * kWordBlocksPerSM = 640 threads resident per multiprocessor; at batch 1 (C=5120, bf16: 640 threads
+// on the whole GPU) its threads, latency-bound on 8 channels each, took 3.1 us a step against 2.7 in 4-byte words.
+// Measured on an H100 (bf16, width 4, SiLU, C = 1536 and 5120, batches 1-256): the 4-byte form was faster up to
+// 279 words per multiprocessor and slower from 310 on (0.37 us of 4.0 at 310).
+constexpr int64_t kWordsPerSMToFill = 256;
 
 template <typename scalar_t>
 void launch_update(const UpdateArgs<scalar_t>& a, int64_t K, cudaStream_t stream) {
