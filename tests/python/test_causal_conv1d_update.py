@@ -245,7 +245,7 @@ def test_word_kernel_over_blocks(dtype, C, layout, device):
 @pytest.mark.parametrize("C", [136, 5120])
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=str)
 def test_word_kernel_small_and_large_batches(dtype, C, layout, device):
-    # Two rows take 4-byte words (C=5120 in bf16: 1280 16-byte words, 2560 threads of 4-byte ones); the same two
+    # Two rows take 4-byte words (C=5120 in bf16: 1280 16-byte words, 5120 threads of 4-byte ones); the same two
     # rows last in a batch large enough for 16-byte words (on an H100, 1988 rows of 136 bf16 channels, 53 of 5120):
     # both against the reference (the large batch on 16 rows spread over it), and the same bits.
     K = 4
