@@ -4,6 +4,8 @@ gradients match the original's (customops.benchmark.zoo --check-only)."""
 from __future__ import annotations
 
 import os
+import re
+import time
 
 import pytest
 import torch
@@ -75,6 +77,88 @@ def test_host_benchmark_runs_on_cpu(tmp_path, capsys):
     table = out.read_text()
     assert "op alone us" in table
     assert len([line for line in table.splitlines() if line.startswith("| ") and "us |" not in line]) == 8
+
+
+def test_host_window_differences_cancel_a_drifting_host():
+    from customops.benchmark import host
+
+    # auto takes 5 us more than nn.Conv2d in every window while the host slows by 100 us a window: the windows'
+    # differences say 5; then differences of 1..5 us: their median and quartiles.
+    w = host.Windows()
+    w.kept = [{"nn.Conv2d": [100.0 * i, 100.0 * i + 1], "auto": [100.0 * i + 5, 100.0 * i + 6]} for i in range(7)]
+    assert w.difference("auto", "nn.Conv2d") == (5.0, 5.0, 5.0)
+    assert w.median("nn.Conv2d") == 300.5
+    w.kept = [{"nn.Conv2d": [10.0], "auto": [10.0 + d]} for d in (3, 1, 5, 2, 4)]
+    assert w.difference("auto", "nn.Conv2d") == (3.0, 2.0, 4.0)
+    # One window of three where auto's call met a stall: the pooled medians differ by 51 us, the windows by 1.
+    w.kept = [{"nn.Conv2d": [0.0], "auto": [150.0]}, {"nn.Conv2d": [100.0], "auto": [101.0]},
+              {"nn.Conv2d": [50.0], "auto": [51.0]}]
+    assert w.median("auto") - w.median("nn.Conv2d") == 51.0 and w.difference("auto", "nn.Conv2d")[0] == 1.0
+    w.kept = []
+    assert all(v != v for v in w.difference("auto", "nn.Conv2d"))
+
+
+def test_host_interleaved_windows_time_each_variant_and_drop_caught_up_windows():
+    from customops.benchmark import host
+
+    # On the CPU, a stand-in for the GPU sleep: its event says the GPU caught up in the second window, which the
+    # result counts and leaves out. The slow variant waits 2 ms more per forward + backward than the fast one.
+    class Sleep:
+        def __init__(self):
+            self.calls = 0
+
+        def __call__(self, ms):
+            self.calls += 1
+            caught_up = self.calls == 2
+            return type("Event", (), {"query": lambda self: caught_up})()
+
+    x, g = torch.randn(8, requires_grad=True), torch.ones(8)
+    setups = []
+
+    def slow():
+        end = time.perf_counter() + 2e-3
+        while time.perf_counter() < end:
+            pass
+        return x * 2
+
+    variants = {"fast": (lambda: setups.append("fast"), lambda: x * 2), "slow": (lambda: setups.append("slow"), slow)}
+    timed = host.interleaved_us(variants, g, Sleep(), windows=4, per=3, backward=True, sync=lambda: None)
+    assert timed.caught_up == 1 and len(timed.kept) == 3
+    assert all(len(window[n]) == 3 for window in timed.kept for n in ("fast", "slow"))
+    diff, low, high = timed.difference("slow", "fast")
+    assert 1500 < low <= diff <= high and diff < 20000, (diff, low, high)
+    assert setups.count("fast") == setups.count("slow") == 1 + 1 + 4 * 3  # warm-up, sizing window, windows' calls
+    assert x.grad is not None
+
+
+def test_host_model_table_on_cpu_with_the_gpu_sleep_stood_in(tmp_path, monkeypatch):
+    from customops.benchmark import host
+
+    # --model's whole path on the CPU: the device, the sleep and the synchronisation stood in, a small model's
+    # layers at batch 1. Every layer shape gets a forward and a forward + backward row with its window differences.
+    class Sleep:
+        def __init__(self, device):
+            pass
+
+        def __call__(self, ms):
+            return type("Event", (), {"query": lambda self: False})()
+
+    layer_steps = host.layer_steps
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    monkeypatch.setattr(host, "GpuSleep", Sleep)
+    monkeypatch.setattr(host, "device_name", lambda device: "a stand-in device")
+    monkeypatch.setattr(host, "layer_steps", lambda shape, batch, device: layer_steps(shape, 1, torch.device("cpu")))
+    out = tmp_path / "host_models.md"
+    argv = ["--model", "lcnet_100", "--batch", "1", "--size", "32", "--windows", "2", "--per", "1", "--markdown",
+            str(out)]
+    assert host.main(argv) == 0
+    table = out.read_text()
+    assert "Measured on a stand-in device" in table and "lcnet_100" in table
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "us" not in line]
+    shapes = 1 + len(host.model_layers("lcnet_100", 32))
+    assert len(rows) == 2 * shapes and [r[4] for r in rows[:2]] == ["forward", "forward + backward"]
+    assert all(re.fullmatch(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\] \|", r[-1]) for r in rows), rows[0]
 
 
 def test_summary_geomeans_only_the_columns_that_were_timed():

@@ -21,7 +21,8 @@ the forward and the forward + backward of nn.Conv2d and of the converted layer u
 requires grad. A long GPU sleep is queued before each window of calls, so the host never waits for the GPU and the
 clock reads its issue time alone (a window the GPU caught up with is counted and left out); within a window the
 variants take turns call by call, so that a drift of the host falls on all of them. Each figure is the median over
-the windows' calls.
+the windows' calls; auto's against nn.Conv2d's, the median over the windows of their difference within a window,
+with its quartiles.
 """
 
 from __future__ import annotations
@@ -139,11 +140,39 @@ def layer_steps(shape: tuple, batch: int, device: torch.device) -> tuple[dict, t
     return {"nn.Conv2d": forward(ref), "customops": forward(ours)}, g
 
 
-def interleaved_us(variants: dict, g: torch.Tensor, sleep: GpuSleep, windows: int, per: int,
-                   backward: bool) -> tuple[dict[str, float], int]:
-    """Per variant (name -> (setup, forward step)): the median host microseconds of a call (forward, or forward +
-    backward), the variants taking turns call by call in windows queued behind a GPU sleep; and how many windows the
-    GPU caught up with (left out)."""
+class Windows:
+    """The host microseconds of each call, per variant, window by window (the windows the GPU caught up with are
+    counted and left out)."""
+
+    def __init__(self) -> None:
+        self.kept: list[dict[str, list[float]]] = []
+        self.caught_up = 0
+
+    def median(self, name: str) -> float:
+        """The median over every kept call of the variant."""
+        calls = [t for window in self.kept for t in window[name]]
+        return statistics.median(calls) if calls else float("nan")
+
+    def difference(self, name: str, reference: str) -> tuple[float, float, float]:
+        """name's median less reference's within each window, over the windows: the median and the lower and upper
+        quartiles. The variants of a window take turns on the same host, so a host that drifts between windows (a
+        clock, another process) moves both sides of a window's difference alike and leaves it out of the figure."""
+        d = [statistics.median(w[name]) - statistics.median(w[reference]) for w in self.kept]
+        if not d:
+            return (float("nan"),) * 3
+        if len(d) == 1:
+            return d[0], d[0], d[0]
+        q1, _, q3 = statistics.quantiles(d, n=4, method="inclusive")
+        return statistics.median(d), q1, q3
+
+
+def interleaved_us(variants: dict, g: torch.Tensor, sleep, windows: int, per: int, backward: bool,
+                   sync=None) -> Windows:
+    """Per variant (name -> (setup, forward step)): the host microseconds of each call (forward, or forward +
+    backward), the variants taking turns call by call in windows queued behind a GPU sleep (sleep(ms) queues one and
+    returns an event whose query() says whether the GPU got past it: then the host may have waited, and the window
+    is left out); sync() waits for the device (torch.cuda.synchronize by default)."""
+    sync = sync or torch.cuda.synchronize
     names = list(variants)
     for name in names:
         setup, forward = variants[name]
@@ -152,7 +181,7 @@ def interleaved_us(variants: dict, g: torch.Tensor, sleep: GpuSleep, windows: in
             y = forward()
             if backward:
                 y.backward(g)
-    torch.cuda.synchronize()
+    sync()
     # Long enough to cover the window's calls: a warm-up window timed without a sleep, four times over.
     start = time.perf_counter()
     for name in names:
@@ -162,9 +191,8 @@ def interleaved_us(variants: dict, g: torch.Tensor, sleep: GpuSleep, windows: in
             y.backward(g)
     del y
     sleep_ms = max(20.0, 4e3 * (time.perf_counter() - start) * per)
-    torch.cuda.synchronize()
-    times: dict[str, list[float]] = {n: [] for n in names}
-    caught_up = 0
+    sync()
+    result = Windows()
     for window in range(windows):
         asleep = sleep(sleep_ms)
         taken: dict[str, list[float]] = {n: [] for n in names}
@@ -181,12 +209,11 @@ def interleaved_us(variants: dict, g: torch.Tensor, sleep: GpuSleep, windows: in
                 taken[name].append((time.perf_counter() - t0) * 1e6)
                 del y
         if asleep.query():  # the sleep was over: the GPU may have made the host wait
-            caught_up += 1
+            result.caught_up += 1
         else:
-            for name in names:
-                times[name] += taken[name]
-        torch.cuda.synchronize()
-    return {n: statistics.median(t) if t else float("nan") for n, t in times.items()}, caught_up
+            result.kept.append(taken)
+        sync()
+    return result
 
 
 def _routed(shape: tuple, batch: int) -> str:
@@ -205,8 +232,10 @@ def _write_model_table(args, device: torch.device, header: tuple, rows: list) ->
                 "images), and the small 2x32x8x8 layer, bf16 autocast, channels_last, on an input that requires "
                 "grad: microseconds of host time per call of nn.Conv2d and of the converted layer under each "
                 "policy, timed behind a GPU sleep (the host never waits for the GPU), the variants taking turns "
-                f"call by call; the median of {args.windows} windows of {args.per} calls each. \"rule: to "
-                "PyTorch\": the passes that auto hands to PyTorch's convolution (cuDNN).")
+                f"call by call; the median of {args.windows} windows of {args.per} calls each. \"auto - "
+                "nn.Conv2d\": the two medians' difference within each window, its median over the windows and "
+                "quartiles (the spread). \"rule: to PyTorch\": the passes that auto hands to PyTorch's "
+                "convolution (cuDNN).")
     with open(args.markdown, "w") as f:
         f.write(markdown_table(preamble, header, rows))
 
@@ -217,7 +246,7 @@ def model_main(args) -> int:
         raise SystemExit("--model times CUDA layers behind a GPU sleep: no CUDA device here")
     sleep = GpuSleep(device)
     header = ("model", "layer (C, plane, kernel, stride)", "layers", "rule: to PyTorch", "pass", "nn.Conv2d us",
-              *(f"{p} us" for p in POLICIES), "auto - nn.Conv2d us")
+              *(f"{p} us" for p in POLICIES), "auto - nn.Conv2d us [quartiles]")
     rows = []
     shapes: list[tuple[str, tuple, int]] = [("small layer", SMALL_LAYER, 1)]
     for name in zoo.model_names(args.model):
@@ -231,11 +260,12 @@ def model_main(args) -> int:
                         **{p: (_policy(p), steps["customops"]) for p in POLICIES}}
             c, h, w, k, stride = shape[:5]
             for pass_name in PASSES:
-                us, caught_up = interleaved_us(variants, g, sleep, args.windows, args.per, pass_name != "forward")
-                note = f" ({caught_up} windows caught up)" if caught_up else ""
+                timed = interleaved_us(variants, g, sleep, args.windows, args.per, pass_name != "forward")
+                note = f" ({timed.caught_up} windows caught up)" if timed.caught_up else ""
+                diff, low, high = timed.difference("auto", "nn.Conv2d")
                 rows.append((name, f"{c}, {batch}x{h}x{w}, {k[0]}x{k[1]}, {stride[0]}", str(count),
-                             _routed(shape, batch), pass_name + note, f"{us['nn.Conv2d']:.1f}",
-                             *(f"{us[p]:.1f}" for p in POLICIES), f"{us['auto'] - us['nn.Conv2d']:+.1f}"))
+                             _routed(shape, batch), pass_name + note, f"{timed.median('nn.Conv2d'):.1f}",
+                             *(f"{timed.median(p):.1f}" for p in POLICIES), f"{diff:+.1f} [{low:+.1f}, {high:+.1f}]"))
                 print(columns([header, rows[-1]]).splitlines()[1], flush=True)
             del steps, g, variants
             if args.markdown:  # after every layer: a run cut short keeps what it measured
