@@ -287,7 +287,7 @@ struct WordsPlan {
 
 template <int kBytes, typename scalar_t>
 WordsPlan update_words_plan(const UpdateArgs<scalar_t>& a, int64_t K) {
-  constexpr int64_t V = kBytes / int64_t(sizeof(scalar_t));
+  constexpr int64_t V = Word<scalar_t, kBytes>::kN;
   const auto aligned = [](const void* p) { return launch::aligned(p, kBytes); };
   // A (B, C, L) tensor whose VEC channels are one word at every (b, t).
   const auto words = [&](const void* p, int64_t s0, int64_t s1, int64_t s2) {
@@ -352,7 +352,7 @@ void launch_update(const UpdateArgs<scalar_t>& a, int64_t K, cudaStream_t stream
   if constexpr (sizeof(scalar_t) <= 4) {
     // Every call the 16-byte words take, the 4-byte ones take too: a few words go to the 4-byte form, the others
     // to the 16-byte one or, where it refuses them, to update_kernel.
-    const int64_t words16 = a.B * (a.C / (16 / int64_t(sizeof(scalar_t))));
+    const int64_t words16 = a.B * (a.C / Word<scalar_t, 16>::kN);
     const bool few = words16 < kWordsPerSMToFill * at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
     if (few ? launch_words_if_fast<scalar_t, 4>(a, K, stream) : launch_words_if_fast<scalar_t, 16>(a, K, stream)) {
       return;
