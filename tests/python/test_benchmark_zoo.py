@@ -79,6 +79,19 @@ def test_host_benchmark_runs_on_cpu(tmp_path, capsys):
     assert len([line for line in table.splitlines() if line.startswith("| ") and "us |" not in line]) == 8
 
 
+class StandInSleep:
+    """host's GPU sleep on the CPU: each call a window; its event says the GPU caught up in the windows numbered
+    (from 1) in caught_up."""
+
+    def __init__(self, device=None, caught_up=()):
+        self.calls, self.caught_up = 0, caught_up
+
+    def __call__(self, ms):
+        self.calls += 1
+        caught_up = self.calls in self.caught_up
+        return type("Event", (), {"query": lambda self: caught_up})()
+
+
 def test_host_window_differences_cancel_a_drifting_host():
     from customops.benchmark import host
 
@@ -103,15 +116,6 @@ def test_host_interleaved_windows_time_each_variant_and_drop_caught_up_windows()
 
     # On the CPU, a stand-in for the GPU sleep: its event says the GPU caught up in the second window, which the
     # result counts and leaves out. The slow variant waits 2 ms more per forward + backward than the fast one.
-    class Sleep:
-        def __init__(self):
-            self.calls = 0
-
-        def __call__(self, ms):
-            self.calls += 1
-            caught_up = self.calls == 2
-            return type("Event", (), {"query": lambda self: caught_up})()
-
     x, g = torch.randn(8, requires_grad=True), torch.ones(8)
     setups = []
 
@@ -122,7 +126,8 @@ def test_host_interleaved_windows_time_each_variant_and_drop_caught_up_windows()
         return x * 2
 
     variants = {"fast": (lambda: setups.append("fast"), lambda: x * 2), "slow": (lambda: setups.append("slow"), slow)}
-    timed = host.interleaved_us(variants, g, Sleep(), windows=4, per=3, backward=True, sync=lambda: None)
+    timed = host.interleaved_us(variants, g, StandInSleep(caught_up=(2,)), windows=4, per=3, backward=True,
+                                sync=lambda: None)
     assert timed.caught_up == 1 and len(timed.kept) == 3
     assert all(len(window[n]) == 3 for window in timed.kept for n in ("fast", "slow"))
     diff, low, high = timed.difference("slow", "fast")
@@ -136,17 +141,10 @@ def test_host_model_table_on_cpu_with_the_gpu_sleep_stood_in(tmp_path, monkeypat
 
     # --model's whole path on the CPU: the device, the sleep and the synchronisation stood in, a small model's
     # layers at batch 1. Every layer shape gets a forward and a forward + backward row with its window differences.
-    class Sleep:
-        def __init__(self, device):
-            pass
-
-        def __call__(self, ms):
-            return type("Event", (), {"query": lambda self: False})()
-
     layer_steps = host.layer_steps
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
-    monkeypatch.setattr(host, "GpuSleep", Sleep)
+    monkeypatch.setattr(host, "GpuSleep", StandInSleep)
     monkeypatch.setattr(host, "device_name", lambda device: "a stand-in device")
     monkeypatch.setattr(host, "layer_steps", lambda shape, batch, device: layer_steps(shape, 1, torch.device("cpu")))
     out = tmp_path / "host_models.md"
