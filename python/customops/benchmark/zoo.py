@@ -24,6 +24,7 @@ import argparse
 import datetime
 import gc
 import math
+import os
 import statistics
 import sys
 import time
@@ -351,6 +352,10 @@ def _table(rows: list[ZooRow], check_only: bool) -> list:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A phase of a thousand launches fills CUDA's launch queue behind the host-time sleep, and then the host waits
+    # whatever the sleep; four times the queue (read when CUDA starts, so before anything touches it) lets a whole
+    # phase of the zoo's models queue up.
+    os.environ.setdefault("CUDA_SCALE_LAUNCH_QUEUES", "4x")
     p = argparse.ArgumentParser(prog="python -m customops.benchmark.zoo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -403,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
             "kernel ms and launches: one profiled eager step; host ms: the host's time to issue a step's forward (with "
             "its loss) + its backward, eager and compiled, each phase queued behind a GPU sleep so that the host never "
             f"waits for the GPU, the median of {args.repeats} windows (phases the GPU caught up with are counted and "
-            "left out). cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
+            f"left out; CUDA_SCALE_LAUNCH_QUEUES={os.environ.get('CUDA_SCALE_LAUNCH_QUEUES', 'unset')}). "
+            f"cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
             f"depthwise_conv2d {customops.backends.get('depthwise_conv2d')}). Check: customops.benchmark.models' "
             "(outputs and gradients against the original's, each against float64).")
         with open(args.markdown, "w") as f:
