@@ -199,6 +199,42 @@ def test_the_markdown_keeps_the_rows_of_a_run_cut_short(monkeypatch, tmp_path):
     assert rows[1:] == ["| lcnet_100"]  # after the header: the finished model alone
 
 
+def test_a_table_cut_short_is_plotted_from_its_ratios(monkeypatch, tmp_path):
+    pytest.importorskip("matplotlib")
+    measured = {"lcnet_100": zoo.Spread(0.931, 0.9, 0.97), "tinynet_a": zoo.Spread(1.042, 1.01, 1.08)}
+
+    def run(name, config, *args, **kwargs):
+        if name not in measured:
+            raise KeyboardInterrupt  # the time limit, before the plot a finished run would write
+        return zoo.ZooRow(name, config, 2, "1 Conv2d -> DepthwiseConv2d", eager=measured[name],
+                          reduce_overhead=zoo.Spread(0.5, 0.25, 0.75), check="ok")
+
+    monkeypatch.setattr(zoo, "run", run)
+    table, png = tmp_path / "zoo.md", tmp_path / "zoo.png"
+    with pytest.raises(KeyboardInterrupt):
+        zoo.main(["--device", "cpu", "--models", "lcnet_100,tinynet_a,ghostnet_100", "--configs", "float32-nchw",
+                  "--timings", "eager", "--markdown", str(table), "--plot", str(png)])
+    assert not png.exists()
+    plotted = {}
+    monkeypatch.setattr(zoo, "plot", lambda rows, path, title: plotted.update(rows=rows, path=path, title=title))
+    assert zoo.main(["--replot", str(table), "--plot", str(png)]) == 0
+    rows = plotted["rows"]
+    assert [r.model for r in rows] == ["lcnet_100", "tinynet_a"]  # the geomean row is not a model
+    for r in rows:  # the cells' precision: the ratio to 3 decimals, its middle half to 2
+        want = measured[r.model]
+        assert (r.eager.ratio, r.eager.low, r.eager.high) == (want.ratio, round(want.low, 2), round(want.high, 2))
+        assert (r.reduce_overhead.ratio, r.reduce_overhead.low, r.reduce_overhead.high) == (0.5, 0.25, 0.75)
+        assert r.graphed.ratio != r.graphed.ratio and r.compiled.ratio != r.compiled.ratio  # not timed: "—"
+    device = zoo.bench.device_name(torch.device("cpu"))
+    assert plotted["path"] == str(png)
+    assert plotted["title"] == f"{device}, torch {torch.__version__}, timm {zoo._timm().__version__}"
+    monkeypatch.undo()
+    zoo.main(["--replot", str(table), "--plot", str(png)])
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):  # nothing to write the plot to
+        zoo.main(["--replot", str(table)])
+
+
 class _SlowBackward(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x):

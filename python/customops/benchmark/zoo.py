@@ -3,6 +3,7 @@
     python -m customops.benchmark.zoo [--models efficientnet_b0,...|any timm model] [--configs bf16-channels_last,float32-nchw]
         [--batch N] [--repeats N] [--timings eager,graphed,compiled,reduce-overhead] [--no-compile] [--check-only]
         [--quick] [--cudnn-benchmark] [--markdown F.md] [--plot F.png]
+    python -m customops.benchmark.zoo --replot F.md --plot F.png
 
 The zoo: models of the timm families people train with depthwise convolutions (EfficientNet, MobileNet v3/v4,
 ConvNeXt v2, InceptionNeXt, MixNet, LCNet, EdgeNeXt, MobileViT v2, GhostNet, EfficientViT, TinyNet) and one
@@ -15,7 +16,9 @@ torch.compile'd, and (--timings) compiled with mode="reduce-overhead", in interl
 original is the median of the rounds' ratios with the spread of the middle half. Per step it also gives the GPU
 kernel time and the number of kernels launched (one profiled eager step) and the host's time to issue its forward and
 its backward, eager and compiled, each phase behind a GPU sleep (host_phases). --check-only runs the check alone
-(the CPU test does, on small inputs). The depthwise layers' passes, one by one: python -m customops.benchmark.depthwise_choice.
+(the CPU test does, on small inputs). --replot plots the ratios of a table an earlier run wrote: a run cut
+short writes its table row by row, its plot only at the end. The depthwise layers' passes, one by one:
+python -m customops.benchmark.depthwise_choice.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import datetime
 import gc
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -205,8 +209,10 @@ def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device
     """The host's time to issue each model's forward (with the loss) and its backward, each phase queued behind a
     GPU sleep so that the host never waits for the GPU: one phase stays under the launch queue's depth, which a
     whole step of a thousand launches may not. The models take turns window by window; a phase whose sleep was
-    over when it finished issuing (the GPU caught up) is counted and left out. On the CPU: each phase's wall
-    clock."""
+    over when it finished issuing (the GPU caught up) is counted and left out. A phase of more than about a thousand
+    launches fills CUDA's launch queue too: CUDA_SCALE_LAUNCH_QUEUES=4x in the environment deepens it (the table
+    records the setting; the benchmark leaves it as the user has it, as it changes every timing). On the CPU: each
+    phase's wall clock."""
     cuda = device.type == "cuda"
     sleep = GpuSleep(device) if cuda else None
 
@@ -347,15 +353,30 @@ def plot(rows: list[ZooRow], path: str, title: str) -> None:
     fig.savefig(path, dpi=120)
 
 
+def rows_of_table(text: str) -> tuple[list[ZooRow], str]:
+    """The ratio columns of a table this module wrote (a run's --markdown), as rows, and the run's title (device,
+    torch and timm), so that a run cut short by a time limit, which writes its table row by row but its plot only at
+    the end, can still be plotted (--replot)."""
+    title = re.search(r"Measured on (.*?), customops", text)
+    rows = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != len(HEADER) or cells[0] in (HEADER[0], "---") or cells[0].startswith("geomean"):
+            continue
+        row = ZooRow(cells[0], cells[1], int(cells[2]), cells[3])
+        for kind, cell in zip(("eager", "graphed", "compiled", "reduce_overhead"), cells[4:8]):
+            m = re.fullmatch(r"([\d.]+) \(([\d.]+)-([\d.]+)\)", cell)
+            if m:
+                setattr(row, kind, Spread(*(float(v) for v in m.groups())))
+        rows.append(row)
+    return rows, title.group(1) if title else ""
+
+
 def _table(rows: list[ZooRow], check_only: bool) -> list:
     return [r.cells() for r in rows] + ([] if check_only else summary(rows))
 
 
 def main(argv: list[str] | None = None) -> int:
-    # A phase of a thousand launches fills CUDA's launch queue behind the host-time sleep, and then the host waits
-    # whatever the sleep; four times the queue (read when CUDA starts, so before anything touches it) lets a whole
-    # phase of the zoo's models queue up.
-    os.environ.setdefault("CUDA_SCALE_LAUNCH_QUEUES", "4x")
     p = argparse.ArgumentParser(prog="python -m customops.benchmark.zoo", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -375,10 +396,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check-only", action="store_true", help="only check each converted model, time nothing")
     p.add_argument("--markdown", help="write the table as Markdown to this file")
     p.add_argument("--plot", help="write a PNG bar plot of the ratios to this file")
+    p.add_argument("--replot", metavar="TABLE.md",
+                   help="time nothing: plot (--plot) the ratios of a table an earlier run wrote (--markdown)")
     p.add_argument("--cudnn-benchmark", action="store_true",
                    help="turn torch.backends.cudnn.benchmark on: cuDNN tunes its algorithms per shape, and customops "
                         "times its choice between its kernels and PyTorch's (default: PyTorch's default, off)")
     args = p.parse_args(argv)
+    if args.replot:
+        if not args.plot:
+            p.error("--replot needs --plot, the PNG to write")
+        with open(args.replot) as f:
+            rows, title = rows_of_table(f.read())
+        if not rows:
+            p.error(f"--replot: no rows of a zoo table in {args.replot}")
+        plot(rows, args.plot, title)
+        return 0
     if args.cudnn_benchmark:
         torch.backends.cudnn.benchmark = True
 
