@@ -116,6 +116,36 @@ def test_routed_values_and_gradients_against_float64(passes, channels_last, stri
     assert y.stride() == customops.depthwise_conv2d(x, w, b, stride=stride, padding=pad).stride()
 
 
+COPIES = ("aten::contiguous", "aten::clone", "aten::copy_", "aten::_to_copy", "aten::to", "aten::reshape")
+
+
+def _pytorch_calls(fn) -> list:
+    """The ATen calls the routed test op made itself (its profiler event's direct children)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
+        fn()
+    (event,) = [e for e in prof.events() if e.name.startswith("customops_backends::")]
+    return [(c.name, c.input_shapes) for c in event.cpu_children]
+
+
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "channels_last"])
+def test_pytorch_gets_the_weight_as_nn_conv2d_gives_it(channels_last):
+    # (C, 1, kh, kw) as the module holds it, not customops' (C, kh*kw) view of it nor a copy in another layout.
+    x, w, b = layer(channels_last, c=8, k=5)
+    g = torch.randn_like(customops.depthwise_conv2d(x, w, b, padding=2))  # the output's layout, as autograd's
+    for fn, pytorch_op in ((lambda: routed(x, w, b, 1, 2, ALL_PYTORCH), "aten::convolution"),
+                           (lambda: routed_backward(g, x, w, 1, 2, [True, True, True], ALL_PYTORCH),
+                            "aten::convolution_backward"),
+                           (lambda: routed_backward(g, x, w, 1, 2, [True, True, True], MIXED),
+                            "aten::convolution_backward")):
+        calls = _pytorch_calls(fn)
+        assert not [name for name, _ in calls if name in COPIES], calls
+        (shapes,) = [shapes for name, shapes in calls if name == pytorch_op]
+        weight_shape = shapes[1] if pytorch_op == "aten::convolution" else shapes[2]
+        assert weight_shape == list(w.shape) == [8, 1, 5, 5]
+
+
 def test_routed_masks_leave_unasked_gradients_undefined():
     x, w, _ = layer(channels_last=True)
     g = torch.randn_like(customops.depthwise_conv2d(x, w, padding=1))
