@@ -153,10 +153,20 @@ def test_host_model_table_on_cpu_with_the_gpu_sleep_stood_in(tmp_path, monkeypat
     assert host.main(argv) == 0
     table = out.read_text()
     assert "Measured on a stand-in device" in table and "lcnet_100" in table
-    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "us" not in line]
-    shapes = 1 + len(host.model_layers("lcnet_100", 32))
-    assert len(rows) == 2 * shapes and [r[4] for r in rows[:2]] == ["forward", "forward + backward"]
-    assert all(re.fullmatch(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\] \|", r[-1]) for r in rows), rows[0]
+    rows = [[c.strip() for c in line.strip(" |").split(" | ")] for line in table.splitlines()
+            if line.startswith("| ") and "us" not in line]
+    layers = host.model_layers("lcnet_100", 32)
+    *per_layer, total_forward, total_both = rows
+    assert len(per_layer) == 2 * (1 + len(layers)) and [r[4] for r in rows[:2]] == ["forward", "forward + backward"]
+    assert all(re.fullmatch(r"[+-]\d+\.\d \[[+-]\d+\.\d, [+-]\d+\.\d\]", r[-1]) for r in per_layer), rows[0]
+    # The model's totals: each column's per-layer figure times how often the model runs the layer (one 5 times).
+    for total, pass_name in ((total_forward, "forward"), (total_both, "forward + backward")):
+        assert total[:5] == ["lcnet_100", "all its depthwise layers", str(sum(layers.values())), "", pass_name]
+        mine = [r for r in per_layer if r[0] == "lcnet_100" and r[4] == pass_name]
+        for column in range(5, 10):
+            want = sum(int(r[2]) * float(r[column].split(" [")[0]) for r in mine)
+            rounding = 0.05 * (sum(layers.values()) + 1)  # each figure printed to 0.1
+            assert float(total[column]) == pytest.approx(want, abs=rounding), (column, total)
 
 
 def test_summary_geomeans_only_the_columns_that_were_timed():

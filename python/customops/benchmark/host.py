@@ -22,7 +22,8 @@ requires grad. A long GPU sleep is queued before each window of calls, so the ho
 clock reads its issue time alone (a window the GPU caught up with is counted and left out); within a window the
 variants take turns call by call, so that a drift of the host falls on all of them. Each figure is the median over
 the windows' calls; auto's against nn.Conv2d's, the median over the windows of their difference within a window,
-with its quartiles.
+with its quartiles. After each model's layers, their sums (each layer as often as the model runs it): what
+converting changes in the host's time per training step.
 """
 
 from __future__ import annotations
@@ -235,7 +236,9 @@ def _write_model_table(args, device: torch.device, header: tuple, rows: list) ->
                 f"call by call; the median of {args.windows} windows of {args.per} calls each. \"auto - "
                 "nn.Conv2d\": the two medians' difference within each window, its median over the windows and "
                 "quartiles (the spread). \"rule: to PyTorch\": the passes that auto hands to PyTorch's "
-                "convolution (cuDNN).")
+                "convolution (cuDNN). \"all its depthwise layers\": a model's sums over its layers, each as often "
+                "as the model runs it, of the figures above (auto less nn.Conv2d: what converting changes in the "
+                "host's time per step).")
     with open(args.markdown, "w") as f:
         f.write(markdown_table(preamble, header, rows))
 
@@ -248,28 +251,41 @@ def model_main(args) -> int:
     header = ("model", "layer (C, plane, kernel, stride)", "layers", "rule: to PyTorch", "pass", "nn.Conv2d us",
               *(f"{p} us" for p in POLICIES), "auto - nn.Conv2d us [quartiles]")
     rows = []
-    shapes: list[tuple[str, tuple, int]] = [("small layer", SMALL_LAYER, 1)]
-    for name in zoo.model_names(args.model):
-        shapes += [(name, shape, count) for shape, count in model_layers(name, args.size).items()]
+    groups: list[tuple[str, list[tuple[tuple, int]]]] = [("small layer", [(SMALL_LAYER, 1)])]
+    groups += [(name, list(model_layers(name, args.size).items())) for name in zoo.model_names(args.model)]
     before = customops.backends.get("depthwise_conv2d")
     try:
-        for name, shape, count in shapes:
-            batch = 2 if shape is SMALL_LAYER else args.batch
-            steps, g = layer_steps(shape, batch, device)
-            variants = {"nn.Conv2d": (_policy("auto"), steps["nn.Conv2d"]),
-                        **{p: (_policy(p), steps["customops"]) for p in POLICIES}}
-            c, h, w, k, stride = shape[:5]
-            for pass_name in PASSES:
-                timed = interleaved_us(variants, g, sleep, args.windows, args.per, pass_name != "forward")
-                note = f" ({timed.caught_up} windows caught up)" if timed.caught_up else ""
-                diff, low, high = timed.difference("auto", "nn.Conv2d")
-                rows.append((name, f"{c}, {batch}x{h}x{w}, {k[0]}x{k[1]}, {stride[0]}", str(count),
-                             _routed(shape, batch), pass_name + note, f"{timed.median('nn.Conv2d'):.1f}",
-                             *(f"{timed.median(p):.1f}" for p in POLICIES), f"{diff:+.1f} [{low:+.1f}, {high:+.1f}]"))
-                print(columns([header, rows[-1]]).splitlines()[1], flush=True)
-            del steps, g, variants
-            if args.markdown:  # after every layer: a run cut short keeps what it measured
-                _write_model_table(args, device, header, rows)
+        for name, layers in groups:
+            # Per pass, the model's sums (each layer as often as the model runs it): nn.Conv2d, each policy, and
+            # auto less nn.Conv2d, what converting changes in the host's time per step.
+            totals = {pass_name: [0.0] * (2 + len(POLICIES)) for pass_name in PASSES}
+            for shape, count in layers:
+                batch = 2 if shape is SMALL_LAYER else args.batch
+                steps, g = layer_steps(shape, batch, device)
+                variants = {"nn.Conv2d": (_policy("auto"), steps["nn.Conv2d"]),
+                            **{p: (_policy(p), steps["customops"]) for p in POLICIES}}
+                c, h, w, k, stride = shape[:5]
+                for pass_name in PASSES:
+                    timed = interleaved_us(variants, g, sleep, args.windows, args.per, pass_name != "forward")
+                    note = f" ({timed.caught_up} windows caught up)" if timed.caught_up else ""
+                    diff, low, high = timed.difference("auto", "nn.Conv2d")
+                    medians = [timed.median(v) for v in ("nn.Conv2d", *POLICIES)]
+                    for i, value in enumerate([*medians, diff]):
+                        totals[pass_name][i] += count * value
+                    rows.append((name, f"{c}, {batch}x{h}x{w}, {k[0]}x{k[1]}, {stride[0]}", str(count),
+                                 _routed(shape, batch), pass_name + note, *(f"{m:.1f}" for m in medians),
+                                 f"{diff:+.1f} [{low:+.1f}, {high:+.1f}]"))
+                    print(columns([header, rows[-1]]).splitlines()[1], flush=True)
+                del steps, g, variants
+                if args.markdown:  # after every layer: a run cut short keeps what it measured
+                    _write_model_table(args, device, header, rows)
+            if name != "small layer":
+                for pass_name, (*medians, diff) in totals.items():
+                    rows.append((name, "all its depthwise layers", str(sum(n for _, n in layers)), "", pass_name,
+                                 *(f"{m:.1f}" for m in medians), f"{diff:+.1f}"))
+                    print(columns([header, rows[-1]]).splitlines()[1], flush=True)
+                if args.markdown:
+                    _write_model_table(args, device, header, rows)
     finally:
         customops.backends.set("depthwise_conv2d", before)
     print()
