@@ -251,6 +251,11 @@ def model_main(args) -> int:
     header = ("model", "layer (C, plane, kernel, stride)", "layers", "rule: to PyTorch", "pass", "nn.Conv2d us",
               *(f"{p} us" for p in POLICIES), "auto - nn.Conv2d us [quartiles]")
     rows = []
+
+    def add(row: tuple) -> None:
+        rows.append(row)
+        print(columns([header, row]).splitlines()[1], flush=True)
+
     groups: list[tuple[str, list[tuple[tuple, int]]]] = [("small layer", [(SMALL_LAYER, 1)])]
     groups += [(name, list(model_layers(name, args.size).items())) for name in zoo.model_names(args.model)]
     before = customops.backends.get("depthwise_conv2d")
@@ -272,18 +277,15 @@ def model_main(args) -> int:
                     medians = [timed.median(v) for v in ("nn.Conv2d", *POLICIES)]
                     for i, value in enumerate([*medians, diff]):
                         totals[pass_name][i] += count * value
-                    rows.append((name, f"{c}, {batch}x{h}x{w}, {k[0]}x{k[1]}, {stride[0]}", str(count),
-                                 _routed(shape, batch), pass_name + note, *(f"{m:.1f}" for m in medians),
-                                 f"{diff:+.1f} [{low:+.1f}, {high:+.1f}]"))
-                    print(columns([header, rows[-1]]).splitlines()[1], flush=True)
+                    add((name, f"{c}, {batch}x{h}x{w}, {k[0]}x{k[1]}, {stride[0]}", str(count), _routed(shape, batch),
+                         pass_name + note, *(f"{m:.1f}" for m in medians), f"{diff:+.1f} [{low:+.1f}, {high:+.1f}]"))
                 del steps, g, variants
                 if args.markdown:  # after every layer: a run cut short keeps what it measured
                     _write_model_table(args, device, header, rows)
             if name != "small layer":
                 for pass_name, (*medians, diff) in totals.items():
-                    rows.append((name, "all its depthwise layers", str(sum(n for _, n in layers)), "", pass_name,
-                                 *(f"{m:.1f}" for m in medians), f"{diff:+.1f}"))
-                    print(columns([header, rows[-1]]).splitlines()[1], flush=True)
+                    add((name, "all its depthwise layers", str(sum(n for _, n in layers)), "", pass_name,
+                         *(f"{m:.1f}" for m in medians), f"{diff:+.1f}"))
                 if args.markdown:
                     _write_model_table(args, device, header, rows)
     finally:

@@ -134,6 +134,12 @@ class Spread:
     def cell(self) -> str:
         return "—" if self.ratio != self.ratio else f"{self.ratio:.3f} ({self.low:.2f}-{self.high:.2f})"
 
+    @classmethod
+    def parse(cls, cell: str) -> "Spread":
+        """The spread a cell() wrote, at the cell's precision (not timed, "—": the empty spread)."""
+        m = re.fullmatch(r"([\d.]+) \(([\d.]+)-([\d.]+)\)", cell)
+        return cls(*(float(v) for v in m.groups())) if m else cls()
+
 
 @dataclass
 class Phases:
@@ -363,12 +369,7 @@ def rows_of_table(text: str) -> tuple[list[ZooRow], str]:
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if len(cells) != len(HEADER) or cells[0] in (HEADER[0], "---") or cells[0].startswith("geomean"):
             continue
-        row = ZooRow(cells[0], cells[1], int(cells[2]), cells[3])
-        for kind, cell in zip(("eager", "graphed", "compiled", "reduce_overhead"), cells[4:8]):
-            m = re.fullmatch(r"([\d.]+) \(([\d.]+)-([\d.]+)\)", cell)
-            if m:
-                setattr(row, kind, Spread(*(float(v) for v in m.groups())))
-        rows.append(row)
+        rows.append(ZooRow(cells[0], cells[1], int(cells[2]), cells[3], *(Spread.parse(c) for c in cells[4:8])))
     return rows, title.group(1) if title else ""
 
 
