@@ -235,6 +235,17 @@ def test_a_table_cut_short_is_plotted_from_its_ratios(monkeypatch, tmp_path):
         assert (r.eager.ratio, r.eager.low, r.eager.high) == (want.ratio, round(want.low, 2), round(want.high, 2))
         assert (r.reduce_overhead.ratio, r.reduce_overhead.low, r.reduce_overhead.high) == (0.5, 0.25, 0.75)
         assert r.graphed.ratio != r.graphed.ratio and r.compiled.ratio != r.compiled.ratio  # not timed: "—"
+    # a table of an earlier version, without the host ratio columns, is read by its own header's names
+    def without_host_ratios(line):
+        cells = line.split(" | ")
+        return " | ".join(c for i, c in enumerate(cells) if i not in (12, 14))
+
+    old = tmp_path / "old.md"
+    old.write_text("\n".join(without_host_ratios(l) for l in table.read_text().splitlines()))
+    header = next(line for line in old.read_text().splitlines() if line.startswith("| model"))
+    assert "host conv/orig" not in header and header.count(" | ") == len(zoo.HEADER) - 3
+    zoo.main(["--replot", str(old), "--plot", str(png)])
+    assert [(r.model, r.eager) for r in plotted["rows"]] == [(r.model, r.eager) for r in rows]
     device = zoo.bench.device_name(torch.device("cpu"))
     assert plotted["path"] == str(png)
     assert plotted["title"] == f"{device}, torch {torch.__version__}, timm {zoo._timm().__version__}"
@@ -266,8 +277,13 @@ def test_host_phases_split_the_step_into_forward_and_backward():
             return _SlowBackward.apply(x)
 
     x = torch.randn(4, 3, requires_grad=True)
-    fast, slow = zoo.host_phases([torch.nn.Identity(), Slow()], x, CONFIGS["float32-nchw"], torch.device("cpu"), 3)
+    (fast, slow), (forward, backward) = zoo.host_phases([torch.nn.Identity(), Slow()], x,
+                                                        CONFIGS["float32-nchw"], torch.device("cpu"), 3)
     assert 0 < fast.forward < 30 and 0 < fast.backward < 30
     assert slow.backward >= 30 > slow.forward  # the backward's 30 ms fall in its own phase
     assert fast.caught_up == slow.caught_up == 0
     assert zoo._phase_pair((fast, slow)).count("+") == 2
+    # the last model over the first, window by window: the backward alone is slower
+    assert backward.low <= backward.ratio <= backward.high and backward.low > 30 / fast.backward / 2
+    assert forward.ratio < backward.low
+    assert zoo._ratio_pair((forward, backward)).count("(") == 2

@@ -131,6 +131,14 @@ class Spread:
     high: float = math.nan
     ms: tuple[float, float] = (math.nan, math.nan)  # median ms, original and converted
 
+    @classmethod
+    def of(cls, ratios: list[float], ms: tuple[float, float] = (math.nan, math.nan)) -> "Spread":
+        """The median and middle half of rounds' ratios (none: the empty spread)."""
+        if not ratios:
+            return cls()
+        q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
+        return cls(statistics.median(ratios), q[0], q[2], ms)
+
     def cell(self) -> str:
         return "—" if self.ratio != self.ratio else f"{self.ratio:.3f} ({self.low:.2f}-{self.high:.2f})"
 
@@ -159,6 +167,10 @@ def _phase_pair(pair: tuple[Phases, Phases]) -> str:
     return " / ".join(p.cell() for p in pair) + (f" ({caught_up} caught up)" if caught_up else "")
 
 
+def _ratio_pair(pair: tuple[Spread, Spread]) -> str:
+    return "—" if all(s.ratio != s.ratio for s in pair) else "; ".join(s.cell() for s in pair)
+
+
 @dataclass
 class ZooRow:
     model: str
@@ -173,6 +185,9 @@ class ZooRow:
     launches: tuple[int, int] = (0, 0)  # kernels launched by one eager step
     host: tuple[Phases, Phases] = (Phases(), Phases())  # the host's time to issue an eager step, orig / conv
     compiled_host: tuple[Phases, Phases] = (Phases(), Phases())  # the same of the compiled (default mode) step
+    # converted / original host time within each window, forward and backward (host_phases), eager and compiled
+    host_ratio: tuple[Spread, Spread] = (Spread(), Spread())
+    compiled_host_ratio: tuple[Spread, Spread] = (Spread(), Spread())
     check: str = ""
     ok: bool = False
 
@@ -182,21 +197,20 @@ class ZooRow:
 
         return (self.model, self.config, str(self.batch), self.swapped, self.eager.cell(), self.graphed.cell(),
                 self.compiled.cell(), self.reduce_overhead.cell(), pair(self.eager.ms), pair(self.kernel_ms),
-                pair(self.launches, "{}"), _phase_pair(self.host),
-                _phase_pair(self.compiled_host), self.check)
+                pair(self.launches, "{}"), _phase_pair(self.host), _ratio_pair(self.host_ratio),
+                _phase_pair(self.compiled_host), _ratio_pair(self.compiled_host_ratio), self.check)
 
 
 HEADER = ("model", "config", "batch", "swapped", "eager conv/orig", "graphed conv/orig", "compiled conv/orig",
           "reduce-overhead conv/orig",
           "eager ms orig / conv", "kernel ms orig / conv", "launches orig / conv",
-          "host ms fwd+bwd orig / conv", "compiled host ms fwd+bwd orig / conv", "check")
+          "host ms fwd+bwd orig / conv", "host conv/orig fwd; bwd", "compiled host ms fwd+bwd orig / conv",
+          "compiled host conv/orig fwd; bwd", "check")
 
 
 def interleaved(steps: list[Callable[[], object]], device: torch.device, warmup: int, repeats: int) -> Spread:
     times = bench.interleaved_times(steps, device, warmup, repeats)
-    ratios = sorted(c / o for o, c in zip(*times))
-    q = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
-    return Spread(statistics.median(ratios), q[0], q[2], tuple(statistics.median(t) for t in times))
+    return Spread.of([c / o for o, c in zip(*times)], tuple(statistics.median(t) for t in times))
 
 
 def kernel_profile(step: Callable[[], None], device: torch.device) -> tuple[float, int]:
@@ -211,14 +225,17 @@ def kernel_profile(step: Callable[[], None], device: torch.device) -> tuple[floa
     return sum(e.time_range.elapsed_us() for e in kernels) / 1e3, len(kernels)
 
 
-def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device, windows: int) -> list[Phases]:
+def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device,
+                windows: int) -> tuple[list[Phases], tuple[Spread, Spread]]:
     """The host's time to issue each model's forward (with the loss) and its backward, each phase queued behind a
     GPU sleep so that the host never waits for the GPU: one phase stays under the launch queue's depth, which a
     whole step of a thousand launches may not. The models take turns window by window; a phase whose sleep was
     over when it finished issuing (the GPU caught up) is counted and left out. A phase of more than about a thousand
     launches fills CUDA's launch queue too: CUDA_SCALE_LAUNCH_QUEUES=4x in the environment deepens it (the table
     records the setting; the benchmark leaves it as the user has it, as it changes every timing). On the CPU: each
-    phase's wall clock."""
+    phase's wall clock. Returns each model's medians and, forward and backward, the spread of the last model's
+    time over the first's within each window where neither was caught up: paired in time, a host that drifts
+    between windows moves both alike."""
     cuda = device.type == "cuda"
     sleep = GpuSleep(device) if cuda else None
 
@@ -251,21 +268,27 @@ def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device
     for model in models:
         for _ in range(2):
             sleep_ms = max(sleep_ms, 4 * max(ms for ms, _ in phases(model, 1.0)))
-    taken: list[tuple[list[float], list[float]]] = [([], []) for _ in models]
-    caught_up = [0 for _ in models]
+    # taken[window][model][phase]: (ms, caught up)
+    taken: list[list[list[tuple[float, bool]]]] = []
     for window in range(windows):
+        turns: list[list[tuple[float, bool]]] = [[] for _ in models]
         for i in (range(len(models)) if window % 2 == 0 else reversed(range(len(models)))):
-            for times, (ms, caught) in zip(taken[i], phases(models[i], sleep_ms)):
-                caught_up[i] += caught
-                if not caught:
-                    times.append(ms)
+            turns[i] = phases(models[i], sleep_ms)
+        taken.append(turns)
     for model in models:
         model.zero_grad(set_to_none=True)
 
     def median(times: list[float]) -> float:
         return statistics.median(times) if times else math.nan
 
-    return [Phases(median(f), median(b), c) for (f, b), c in zip(taken, caught_up)]
+    def kept(i: int, phase: int) -> list[float]:
+        return [w[i][phase][0] for w in taken if not w[i][phase][1]]
+
+    medians = [Phases(median(kept(i, 0)), median(kept(i, 1)),
+                      sum(caught for w in taken for _, caught in w[i])) for i in range(len(models))]
+    ratios = tuple(Spread.of([w[-1][phase][0] / w[0][phase][0] for w in taken
+                              if not (w[-1][phase][1] or w[0][phase][1])]) for phase in (0, 1))
+    return medians, ratios
 
 
 def run(name: str, config_name: str, device: torch.device, batch: int, size: int, warmup: int, repeats: int,
@@ -284,7 +307,8 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
     steps = [bench.train_step(m, x, config) for m in (original, converted)]
     if "eager" in timings:
         row.eager = interleaved(steps, device, warmup, repeats)
-        row.host = tuple(host_phases([original, converted], x, config, device, repeats))
+        phases, row.host_ratio = host_phases([original, converted], x, config, device, repeats)
+        row.host = tuple(phases)
     if device.type == "cuda" and "eager" in timings:
         profiled = [kernel_profile(s, device) for s in steps]
         row.kernel_ms = (profiled[0][0], profiled[1][0])
@@ -310,7 +334,8 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
         spread = interleaved([bench.train_step(m, x, config) for m in models], device, warmup, repeats)
         setattr(row, mode.replace("-", "_"), spread)
         if mode == "compiled":
-            row.compiled_host = tuple(host_phases(list(models), x, config, device, repeats))
+            phases, row.compiled_host_ratio = host_phases(list(models), x, config, device, repeats)
+            row.compiled_host = tuple(phases)
         torch._dynamo.reset()
     return row
 
@@ -364,12 +389,17 @@ def rows_of_table(text: str) -> tuple[list[ZooRow], str]:
     torch and timm), so that a run cut short by a time limit, which writes its table row by row but its plot only at
     the end, can still be plotted (--replot)."""
     title = re.search(r"Measured on (.*?), customops", text)
-    rows = []
+    rows, names = [], None
+    ratio_columns = ("eager conv/orig", "graphed conv/orig", "compiled conv/orig", "reduce-overhead conv/orig")
     for line in text.splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) != len(HEADER) or cells[0] in (HEADER[0], "---") or cells[0].startswith("geomean"):
+        if cells[0] == HEADER[0]:  # the table's own header: tables of earlier versions have fewer columns
+            names = {name: i for i, name in enumerate(cells)}
             continue
-        rows.append(ZooRow(cells[0], cells[1], int(cells[2]), cells[3], *(Spread.parse(c) for c in cells[4:8])))
+        if names is None or len(cells) != len(names) or cells[0] == "---" or cells[0].startswith("geomean"):
+            continue
+        rows.append(ZooRow(cells[0], cells[1], int(cells[2]), cells[3],
+                           *(Spread.parse(cells[names[c]]) for c in ratio_columns)))
     return rows, title.group(1) if title else ""
 
 
@@ -441,7 +471,9 @@ def main(argv: list[str] | None = None) -> int:
             "kernel ms and launches: one profiled eager step; host ms: the host's time to issue a step's forward (with "
             "its loss) + its backward, eager and compiled, each phase queued behind a GPU sleep so that the host never "
             f"waits for the GPU, the median of {args.repeats} windows (phases the GPU caught up with are counted and "
-            f"left out; CUDA_SCALE_LAUNCH_QUEUES={os.environ.get('CUDA_SCALE_LAUNCH_QUEUES', 'unset')}). "
+            "left out), and host conv/orig: the converted model's time over the original's within each window, "
+            "forward; backward, median and middle half (paired in time: a host that drifts moves both alike; "
+            f"CUDA_SCALE_LAUNCH_QUEUES={os.environ.get('CUDA_SCALE_LAUNCH_QUEUES', 'unset')}). "
             f"cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
             f"depthwise_conv2d {customops.backends.get('depthwise_conv2d')}). Check: customops.benchmark.models' "
             "(outputs and gradients against the original's, each against float64).")
