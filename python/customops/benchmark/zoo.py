@@ -14,10 +14,10 @@ check of customops.benchmark.models, before timing), then times a training step 
 backward) of both: eager (wall clock: the host's time counts), replayed as a CUDA graph (the GPU's time alone),
 torch.compile'd, and (--timings) compiled with mode="reduce-overhead", in interleaved rounds; converted /
 original is the median of the rounds' ratios with the spread of the middle half. Per step it also gives the GPU
-kernel time and the number of kernels launched (one profiled eager step) and the host's time to issue its forward and
-its backward, eager and compiled, each phase behind a GPU sleep (host_phases). --check-only runs the check alone
-(the CPU test does, on small inputs). --replot plots the ratios of a table an earlier run wrote: a run cut
-short writes its table row by row, its plot only at the end. The depthwise layers' passes, one by one:
+kernel time and the number of kernels launched (one profiled eager step; the kernel time of a compiled one too)
+and the host's time to issue its forward and its backward, eager and compiled, each phase behind a GPU sleep
+(host_phases). --check-only runs the check alone (the CPU test does, on small inputs). --replot plots the ratios
+of a table an earlier run wrote: a run cut short writes its table row by row, its plot only at the end. The depthwise layers' passes, one by one:
 python -m customops.benchmark.depthwise_choice.
 """
 
@@ -182,6 +182,7 @@ class ZooRow:
     compiled: Spread = field(default_factory=Spread)
     reduce_overhead: Spread = field(default_factory=Spread)  # torch.compile(mode="reduce-overhead")
     kernel_ms: tuple[float, float] = (math.nan, math.nan)  # GPU kernel time of one eager step
+    compiled_kernel_ms: tuple[float, float] = (math.nan, math.nan)  # the same of the compiled (default mode) step
     launches: tuple[int, int] = (0, 0)  # kernels launched by one eager step
     host: tuple[Phases, Phases] = (Phases(), Phases())  # the host's time to issue an eager step, orig / conv
     compiled_host: tuple[Phases, Phases] = (Phases(), Phases())  # the same of the compiled (default mode) step
@@ -197,13 +198,14 @@ class ZooRow:
 
         return (self.model, self.config, str(self.batch), self.swapped, self.eager.cell(), self.graphed.cell(),
                 self.compiled.cell(), self.reduce_overhead.cell(), pair(self.eager.ms), pair(self.kernel_ms),
-                pair(self.launches, "{}"), _phase_pair(self.host), _ratio_pair(self.host_ratio),
+                pair(self.launches, "{}"), pair(self.compiled_kernel_ms), _phase_pair(self.host),
+                _ratio_pair(self.host_ratio),
                 _phase_pair(self.compiled_host), _ratio_pair(self.compiled_host_ratio), self.check)
 
 
 HEADER = ("model", "config", "batch", "swapped", "eager conv/orig", "graphed conv/orig", "compiled conv/orig",
           "reduce-overhead conv/orig",
-          "eager ms orig / conv", "kernel ms orig / conv", "launches orig / conv",
+          "eager ms orig / conv", "kernel ms orig / conv", "launches orig / conv", "compiled kernel ms orig / conv",
           "host ms fwd+bwd orig / conv", "host conv/orig fwd; bwd", "compiled host ms fwd+bwd orig / conv",
           "compiled host conv/orig fwd; bwd", "check")
 
@@ -331,11 +333,14 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
         if mode == "compiled":  # the check of the compiled graphs; reduce-overhead replays the same graphs
             text, ok, _ = bench.compiled_check(original, converted, models, swapped, x, config)
             row.check, row.ok = f"{row.check}; compiled {text}", row.ok and ok
-        spread = interleaved([bench.train_step(m, x, config) for m in models], device, warmup, repeats)
+        compiled_steps = [bench.train_step(m, x, config) for m in models]
+        spread = interleaved(compiled_steps, device, warmup, repeats)
         setattr(row, mode.replace("-", "_"), spread)
         if mode == "compiled":
             phases, row.compiled_host_ratio = host_phases(list(models), x, config, device, repeats)
             row.compiled_host = tuple(phases)
+            if device.type == "cuda":
+                row.compiled_kernel_ms = tuple(kernel_profile(s, device)[0] for s in compiled_steps)
         torch._dynamo.reset()
     return row
 
@@ -468,7 +473,8 @@ def main(argv: list[str] | None = None) -> int:
             f"{args.warmup} warm-up steps; below 1 the converted model is faster. eager: wall clock per step; graphed: "
             "the step captured as a CUDA graph and replayed (GPU time alone); compiled: torch.compile (default mode); "
             "reduce-overhead: torch.compile(mode='reduce-overhead'). "
-            "kernel ms and launches: one profiled eager step; host ms: the host's time to issue a step's forward (with "
+            "kernel ms and launches: one profiled eager step (compiled kernel ms: one compiled step); host ms: the "
+            "host's time to issue a step's forward (with "
             "its loss) + its backward, eager and compiled, each phase queued behind a GPU sleep so that the host never "
             f"waits for the GPU, the median of {args.repeats} windows (phases the GPU caught up with are counted and "
             "left out), and host conv/orig: the converted model's time over the original's within each window, "
