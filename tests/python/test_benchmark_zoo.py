@@ -239,12 +239,12 @@ def test_a_table_cut_short_is_plotted_from_its_ratios(monkeypatch, tmp_path):
     newer = [zoo.HEADER.index(name) for name in ("compiled kernel ms orig / conv", "host conv/orig fwd; bwd",
                                                  "compiled host conv/orig fwd; bwd")]
 
-    def without_host_ratios(line):
+    def without_newer_columns(line):
         cells = line.split(" | ")
         return " | ".join(c for i, c in enumerate(cells) if i not in newer)
 
     old = tmp_path / "old.md"
-    old.write_text("\n".join(without_host_ratios(l) for l in table.read_text().splitlines()))
+    old.write_text("\n".join(without_newer_columns(line) for line in table.read_text().splitlines()))
     header = next(line for line in old.read_text().splitlines() if line.startswith("| model"))
     assert "host conv/orig" not in header and header.count(" | ") == len(zoo.HEADER) - 4
     zoo.main(["--replot", str(old), "--plot", str(png)])
@@ -287,6 +287,6 @@ def test_host_phases_split_the_step_into_forward_and_backward():
     assert fast.caught_up == slow.caught_up == 0
     assert zoo._phase_pair((fast, slow)).count("+") == 2
     # the last model over the first, window by window: the backward alone is slower
-    assert backward.low <= backward.ratio <= backward.high and backward.low > 30 / fast.backward / 2
+    assert backward.low <= backward.ratio <= backward.high and backward.low > 3
     assert forward.ratio < backward.low
     assert zoo._ratio_pair((forward, backward)).count("(") == 2

@@ -17,8 +17,8 @@ original is the median of the rounds' ratios with the spread of the middle half.
 kernel time and the number of kernels launched (one profiled eager step; the kernel time of a compiled one too)
 and the host's time to issue its forward and its backward, eager and compiled, each phase behind a GPU sleep
 (host_phases). --check-only runs the check alone (the CPU test does, on small inputs). --replot plots the ratios
-of a table an earlier run wrote: a run cut short writes its table row by row, its plot only at the end. The depthwise layers' passes, one by one:
-python -m customops.benchmark.depthwise_choice.
+of a table an earlier run wrote: a run cut short writes its table row by row, its plot only at the end. The
+depthwise layers' passes, one by one: python -m customops.benchmark.depthwise_choice.
 """
 
 from __future__ import annotations
@@ -474,11 +474,11 @@ def main(argv: list[str] | None = None) -> int:
             "the step captured as a CUDA graph and replayed (GPU time alone); compiled: torch.compile (default mode); "
             "reduce-overhead: torch.compile(mode='reduce-overhead'). "
             "kernel ms and launches: one profiled eager step (compiled kernel ms: one compiled step); host ms: the "
-            "host's time to issue a step's forward (with "
-            "its loss) + its backward, eager and compiled, each phase queued behind a GPU sleep so that the host never "
-            f"waits for the GPU, the median of {args.repeats} windows (phases the GPU caught up with are counted and "
-            "left out), and host conv/orig: the converted model's time over the original's within each window, "
-            "forward; backward, median and middle half (paired in time: a host that drifts moves both alike; "
+            "host's time to issue a step's forward (with its loss) + its backward, eager and compiled, each phase "
+            f"queued behind a GPU sleep so that the host never waits for the GPU, the median of {args.repeats} "
+            "windows (phases the GPU caught up with are counted and left out), and host conv/orig: the converted "
+            "model's time over the original's within each window, forward; backward, median and middle half (paired "
+            "in time: a host that drifts moves both alike; "
             f"CUDA_SCALE_LAUNCH_QUEUES={os.environ.get('CUDA_SCALE_LAUNCH_QUEUES', 'unset')}). "
             f"cudnn.benchmark {torch.backends.cudnn.benchmark} (customops.backends: "
             f"depthwise_conv2d {customops.backends.get('depthwise_conv2d')}). Check: customops.benchmark.models' "
