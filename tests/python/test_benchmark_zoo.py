@@ -290,3 +290,45 @@ def test_host_phases_split_the_step_into_forward_and_backward():
     assert backward.low <= backward.ratio <= backward.high and backward.low > 3
     assert forward.ratio < backward.low
     assert zoo._ratio_pair((forward, backward)).count("(") == 2
+
+
+def test_timing_pauses_the_garbage_collector_and_restores_it():
+    import gc
+
+    from customops.benchmark import host
+    from customops.benchmark.models import CONFIGS, interleaved_times
+    from customops.benchmark.timing import gc_paused
+
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError):
+        with gc_paused():
+            assert not gc.isenabled()
+            with gc_paused():  # nested: stays off, and the outer one turns it back on
+                pass
+            assert not gc.isenabled()
+            raise RuntimeError
+    assert gc.isenabled()
+
+    # Each timing loop: its warm-up calls with the collector on, its timed calls with it off, and on again after.
+    seen = []
+    x, g = torch.randn(4, requires_grad=True), torch.ones(4)
+
+    def step():
+        seen.append(gc.isenabled())
+        return x * 2
+
+    interleaved_times([step], torch.device("cpu"), warmup=2, repeats=3)
+    assert seen == [True] * 2 + [False] * 3 and gc.isenabled()
+    seen.clear()
+    host.interleaved_us({"a": (lambda: None, step)}, g, StandInSleep(caught_up=()), windows=2, per=2, backward=True,
+                        sync=lambda: None)
+    assert seen == [True] * 4 + [False] * 4 and gc.isenabled()  # warm-up (3) and sizing (1), then 2 windows of 2
+    seen.clear()
+
+    class Recording(torch.nn.Module):
+        def forward(self, t):
+            seen.append(gc.isenabled())
+            return t * 2
+
+    zoo.host_phases([Recording()], x, CONFIGS["float32-nchw"], torch.device("cpu"), 3)
+    assert seen == [True] * 2 + [False] * 3 and gc.isenabled()  # the sleep's sizing (2 steps), then 3 windows

@@ -13,7 +13,8 @@ queued without synchronization (the host's time: launches, dispatch, autograd); 
 policy and the op alone take turns round by round. "op alone" calls torch.ops.customops.depthwise_conv2d with the
 layer's tensors, so that the layer's column less this one is the Python module's own cost. On the CPU (--device cpu)
 the kernels run on the host too: nn.Conv2d's column there is its CPU kernel's time, and only the customops columns
-compare (the module's Python against the op's dispatch).
+compare (the module's Python against the op's dispatch). Python's garbage collector is paused while timing, as
+timeit has it (customops.benchmark.timing.gc_paused).
 
 --model (CUDA): each distinct depthwise layer of the model (a 224x224 forward finds them; --size scales their
 planes) at batch --batch, and the small 2x32x8x8 layer above, bf16 autocast and channels_last as the zoo trains:
@@ -42,7 +43,7 @@ import customops
 from . import zoo
 from .models import device_name
 from .report import columns, markdown_table
-from .timing import GpuSleep
+from .timing import GpuSleep, gc_paused
 
 MODES = ("no_grad forward", "forward + backward", "autocast bf16 forward + backward", "compiled forward + backward")
 
@@ -91,15 +92,16 @@ def host_us(steps: list, calls: int, rounds: int, device: torch.device, setups: 
         for _ in range(20):
             step()
     times = [[] for _ in steps]
-    for r in range(rounds):
-        for i in (range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))):
-            setups[i]()
-            _sync(device)
-            start = time.perf_counter()
-            for _ in range(calls):
-                steps[i]()
-            times[i].append((time.perf_counter() - start) / calls * 1e6)
-            _sync(device)
+    with gc_paused():
+        for r in range(rounds):
+            for i in (range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))):
+                setups[i]()
+                _sync(device)
+                start = time.perf_counter()
+                for _ in range(calls):
+                    steps[i]()
+                times[i].append((time.perf_counter() - start) / calls * 1e6)
+                _sync(device)
     return [statistics.median(t) for t in times]
 
 
@@ -194,26 +196,27 @@ def interleaved_us(variants: dict, g: torch.Tensor, sleep, windows: int, per: in
     sleep_ms = max(20.0, 4e3 * (time.perf_counter() - start) * per)
     sync()
     result = Windows()
-    for window in range(windows):
-        asleep = sleep(sleep_ms)
-        taken: dict[str, list[float]] = {n: [] for n in names}
-        for turn in range(per):
-            k = (window * per + turn) % len(names)
-            order = names[k:] + names[:k]
-            for name in (order if turn % 2 == 0 else order[::-1]):
-                setup, forward = variants[name]
-                setup()
-                t0 = time.perf_counter()
-                y = forward()
-                if backward:
-                    y.backward(g)
-                taken[name].append((time.perf_counter() - t0) * 1e6)
-                del y
-        if asleep.query():  # the sleep was over: the GPU may have made the host wait
-            result.caught_up += 1
-        else:
-            result.kept.append(taken)
-        sync()
+    with gc_paused():
+        for window in range(windows):
+            asleep = sleep(sleep_ms)
+            taken: dict[str, list[float]] = {n: [] for n in names}
+            for turn in range(per):
+                k = (window * per + turn) % len(names)
+                order = names[k:] + names[:k]
+                for name in (order if turn % 2 == 0 else order[::-1]):
+                    setup, forward = variants[name]
+                    setup()
+                    t0 = time.perf_counter()
+                    y = forward()
+                    if backward:
+                        y.backward(g)
+                    taken[name].append((time.perf_counter() - t0) * 1e6)
+                    del y
+            if asleep.query():  # the sleep was over: the GPU may have made the host wait
+                result.caught_up += 1
+            else:
+                result.kept.append(taken)
+            sync()
     return result
 
 

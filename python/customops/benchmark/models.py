@@ -36,7 +36,7 @@ from customops.convert import Swapped
 
 from . import blocks, replknet
 from .report import columns, markdown_table
-from .timing import median_ms
+from .timing import gc_paused, median_ms
 
 
 def device_name(device: torch.device) -> str:
@@ -269,15 +269,17 @@ def infer_step(model: nn.Module, x: Tensor, config: Config) -> Callable[[], None
 
 def interleaved_times(steps: list[Callable[[], object]], device: torch.device, warmup: int,
                       repeats: int) -> list[list[float]]:
-    """ms of each call of each step, timed one call at a time in ABBA order so that drift hits them alike."""
+    """ms of each call of each step, timed one call at a time in ABBA order so that drift hits them alike (the
+    garbage collector paused: gc_paused)."""
     for step in steps:
         for _ in range(warmup):
             step()
     times: list[list[float]] = [[] for _ in steps]
-    for r in range(repeats):
-        order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
-        for i in order:
-            times[i].append(median_ms(steps[i], device, warmup=0, repeats=1))
+    with gc_paused():
+        for r in range(repeats):
+            order = range(len(steps)) if r % 2 == 0 else reversed(range(len(steps)))
+            for i in order:
+                times[i].append(median_ms(steps[i], device, warmup=0, repeats=1))
     return times
 
 

@@ -3,12 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import statistics
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while timing, as timeit has it: a collection takes milliseconds over a
+    model's objects and lands in whichever call it falls in, which a call-by-call comparison would read as that
+    call's cost. Collects once on entry (not when already off, as inside another gc_paused)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def median_ms(fn: Callable[[], object], device: torch.device, warmup: int = 5, repeats: int = 50) -> float:

@@ -43,7 +43,7 @@ import customops
 
 from . import models as bench
 from .report import columns, markdown_table
-from .timing import GpuSleep
+from .timing import GpuSleep, gc_paused
 
 # timm names: EfficientNet, MobileNet v3/v4, ConvNeXt v2, InceptionNeXt and others of the same kind.
 TIMM_MODELS = (
@@ -234,10 +234,10 @@ def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device
     whole step of a thousand launches may not. The models take turns window by window; a phase whose sleep was
     over when it finished issuing (the GPU caught up) is counted and left out. A phase of more than about a thousand
     launches fills CUDA's launch queue too: CUDA_SCALE_LAUNCH_QUEUES=4x in the environment deepens it (the table
-    records the setting; the benchmark leaves it as the user has it, as it changes every timing). On the CPU: each
-    phase's wall clock. Returns each model's medians and, forward and backward, the spread of the last model's
-    time over the first's within each window where neither was caught up: paired in time, a host that drifts
-    between windows moves both alike."""
+    records the setting; the benchmark leaves it as the user has it, as it changes every timing). The garbage
+    collector is paused while the windows run (gc_paused). On the CPU: each phase's wall clock. Returns each
+    model's medians and, forward and backward, the spread of the last model's time over the first's within each
+    window where neither was caught up: paired in time, a host that drifts between windows moves both alike."""
     cuda = device.type == "cuda"
     sleep = GpuSleep(device) if cuda else None
 
@@ -272,11 +272,12 @@ def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device
             sleep_ms = max(sleep_ms, 4 * max(ms for ms, _ in phases(model, 1.0)))
     # taken[window][model][phase]: (ms, caught up)
     taken: list[list[list[tuple[float, bool]]]] = []
-    for window in range(windows):
-        turns: list[list[tuple[float, bool]]] = [[] for _ in models]
-        for i in (range(len(models)) if window % 2 == 0 else reversed(range(len(models)))):
-            turns[i] = phases(models[i], sleep_ms)
-        taken.append(turns)
+    with gc_paused():
+        for window in range(windows):
+            turns: list[list[tuple[float, bool]]] = [[] for _ in models]
+            for i in (range(len(models)) if window % 2 == 0 else reversed(range(len(models)))):
+                turns[i] = phases(models[i], sleep_ms)
+            taken.append(turns)
     for model in models:
         model.zero_grad(set_to_none=True)
 
@@ -470,7 +471,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Input {batch}x3x{size}x{size}. A training step: zero_grad, forward, loss (mean of the squared output, "
             "float32), backward, no optimizer; bf16: autocast around the forward. Ratios: converted / original, "
             f"the median of {args.repeats} interleaved rounds' ratios and (in brackets) the middle half of them, after "
-            f"{args.warmup} warm-up steps; below 1 the converted model is faster. eager: wall clock per step; graphed: "
+            f"{args.warmup} warm-up steps, Python's garbage collector paused while timing; below 1 the converted "
+            "model is faster. eager: wall clock per step; graphed: "
             "the step captured as a CUDA graph and replayed (GPU time alone); compiled: torch.compile (default mode); "
             "reduce-overhead: torch.compile(mode='reduce-overhead'). "
             "kernel ms and launches: one profiled eager step (compiled kernel ms: one compiled step); host ms: the "
