@@ -228,7 +228,7 @@ def kernel_profile(step: Callable[[], None], device: torch.device) -> tuple[floa
 
 
 def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device,
-                windows: int) -> tuple[list[Phases], tuple[Spread, Spread]]:
+                windows: int) -> tuple[tuple[Phases, ...], tuple[Spread, Spread]]:
     """The host's time to issue each model's forward (with the loss) and its backward, each phase queued behind a
     GPU sleep so that the host never waits for the GPU: one phase stays under the launch queue's depth, which a
     whole step of a thousand launches may not. The models take turns window by window; a phase whose sleep was
@@ -287,8 +287,8 @@ def host_phases(models: list[nn.Module], x: Tensor, config, device: torch.device
     def kept(i: int, phase: int) -> list[float]:
         return [w[i][phase][0] for w in taken if not w[i][phase][1]]
 
-    medians = [Phases(median(kept(i, 0)), median(kept(i, 1)),
-                      sum(caught for w in taken for _, caught in w[i])) for i in range(len(models))]
+    medians = tuple(Phases(median(kept(i, 0)), median(kept(i, 1)),
+                           sum(caught for w in taken for _, caught in w[i])) for i in range(len(models)))
     ratios = tuple(Spread.of([w[-1][phase][0] / w[0][phase][0] for w in taken
                               if not (w[-1][phase][1] or w[0][phase][1])]) for phase in (0, 1))
     return medians, ratios
@@ -310,8 +310,7 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
     steps = [bench.train_step(m, x, config) for m in (original, converted)]
     if "eager" in timings:
         row.eager = interleaved(steps, device, warmup, repeats)
-        phases, row.host_ratio = host_phases([original, converted], x, config, device, repeats)
-        row.host = tuple(phases)
+        row.host, row.host_ratio = host_phases([original, converted], x, config, device, repeats)
     if device.type == "cuda" and "eager" in timings:
         profiled = [kernel_profile(s, device) for s in steps]
         row.kernel_ms = (profiled[0][0], profiled[1][0])
@@ -338,8 +337,7 @@ def run(name: str, config_name: str, device: torch.device, batch: int, size: int
         spread = interleaved(compiled_steps, device, warmup, repeats)
         setattr(row, mode.replace("-", "_"), spread)
         if mode == "compiled":
-            phases, row.compiled_host_ratio = host_phases(list(models), x, config, device, repeats)
-            row.compiled_host = tuple(phases)
+            row.compiled_host, row.compiled_host_ratio = host_phases(list(models), x, config, device, repeats)
             if device.type == "cuda":
                 row.compiled_kernel_ms = tuple(kernel_profile(s, device)[0] for s in compiled_steps)
         torch._dynamo.reset()
