@@ -60,6 +60,7 @@ CASES = [
     (2, 24, 12, 13, 1, (3, 3), (1, 3), (2, 0), 1),  # stride along the rows only, padding past the window
     (1, 16, 9, 30, 1, (3, 3), 2, 0, 1),  # stride 2, no padding: the run's last step holds only a lower tap row
     (2, 16, 14, 13, 1, (3, 3), 3, 1, 1),  # stride 3: the tiled weight gradient
+    (2, 40, 15, 14, 1, (5, 5), 2, 2, 1),  # 5x5 at stride 2 (EfficientNet's downsampling): the tap-major weight table
     # The tensor-core correlations (half types, windows larger than 3x3 up to 9x9, unit stride; blocks of 16
     # channels and runs of 16-128 output rows counted over the batch, tiles of 8-64 columns).
     (3, 24, 5, 7, 1, (5, 5), 1, 2, 1),  # one run over three images; a second chunk of 8 channels

@@ -554,6 +554,18 @@ struct HitTaps {
       : tap(pos_plus_pad % stride), out(pos_plus_pad / stride) {}
 };
 
+// The weight (C, kh*kw) as the tap-major opmath table row_input_grad_kernel reads. A launch of its own rather than
+// ATen's copy_: the copy's dispatch and TensorIterator cost the host more than the launch, once per backward.
+template <typename scalar_t>
+__global__ void __launch_bounds__(kThreads)
+    tap_major_kernel(const scalar_t* __restrict__ weight, at::opmath_type<scalar_t>* __restrict__ taps, int64_t C,
+                     int64_t taps_per_channel) {
+  const int64_t i = int64_t(blockIdx.x) * kThreads + threadIdx.x;
+  if (i >= C * taps_per_channel) return;
+  const int64_t tap = i / C, c = i - tap * C;
+  taps[i] = static_cast<at::opmath_type<scalar_t>>(weight[c * taps_per_channel + tap]);
+}
+
 template <typename scalar_t, bool kUnitDilation>
 __global__ void __launch_bounds__(kThreads)
     row_input_grad_kernel(const scalar_t* __restrict__ gout, const at::opmath_type<scalar_t>* __restrict__ taps,
@@ -662,9 +674,12 @@ void input_grad(const conv::DepthwiseBackwardPlan& bp, const at::Tensor& grad_in
         using opmath_t = at::opmath_type<scalar_t>;
         // (C, 1, kh, kw) -> (kh*kw, C) in opmath: a tap's channels as one word. A new tensor, so that its
         // words are aligned (a view of the weight's storage may not be: one tap, an offset weight).
-        const at::Tensor taps = at::empty({f.kh * f.kw, p.s.C}, p.weight.options().dtype(
+        const int64_t taps_per_channel = f.kh * f.kw;
+        const at::Tensor taps = at::empty({taps_per_channel, p.s.C}, p.weight.options().dtype(
                                               at::toOpMathType(p.x.scalar_type())));
-        taps.copy_(p.weight.reshape({p.s.C, f.kh * f.kw}).t());
+        tap_major_kernel<scalar_t><<<grid_for(ceil_div(taps.numel(), kThreads)), kThreads, 0, stream>>>(
+            w, taps.data_ptr<opmath_t>(), p.s.C, taps_per_channel);
+        C10_CUDA_KERNEL_LAUNCH_CHECK();
         const int words = static_cast<int>(p.s.C / V);
         const dim3 grid(static_cast<unsigned>(ceil_div(f.src_w * words, kThreads)),
                         static_cast<unsigned>(std::min<int64_t>(f.batch * f.src_h, 65535)));
