@@ -263,6 +263,66 @@ def test_inductor_code_adds_the_bias_outside_the_op(decompose):
         torch.testing.assert_close(g, r.float())
 
 
+class _Block(torch.nn.Module):
+    """An inverted-residual block's tail: a batch norm's backward makes the depthwise layer's output gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.expand, self.bn1 = torch.nn.Conv2d(6, 16, 1), torch.nn.BatchNorm2d(16)
+        self.depthwise, self.bn2 = customops.DepthwiseConv2d(16, 16, 3, padding=1), torch.nn.BatchNorm2d(16)
+        self.project = torch.nn.Conv2d(16, 4, 1)
+
+    def forward(self, x):
+        x = torch.nn.functional.gelu(self.bn1(self.expand(x)))
+        return self.project(torch.nn.functional.gelu(self.bn2(self.depthwise(x) + x)))
+
+
+def _copies_inside_the_ops(prof) -> list:
+    found = []
+    for event in prof.events():
+        parent = event.cpu_parent
+        while event.name == "aten::clone" and parent is not None:
+            if parent.name.startswith("customops::depthwise_conv2d"):
+                found.append(parent.name)
+            parent = parent.cpu_parent
+    return found
+
+
+@pytest.mark.parametrize("channels_last", [True, False], ids=["channels_last", "nchw"])
+def test_inductor_lays_the_kept_op_s_tensors_out_as_the_kernels_read_them(channels_last):
+    """Inductor chooses the layout of what a fused kernel makes; left free, it made the output gradient NCHW
+    beside a channels_last input, and the op copied it on every call. The op's layout constraints ask for the
+    input's format: no copy inside the ops, the same values."""
+    torch.manual_seed(0)
+    fmt = torch.channels_last if channels_last else torch.contiguous_format
+    model = _Block().to(memory_format=fmt)
+    x = torch.randn(3, 6, 10, 11).to(memory_format=fmt).requires_grad_()
+    torch._dynamo.reset()
+    compiled = torch.compile(model)
+    with torch._inductor.config.patch(force_disable_caches=True):
+        compiled(x).square().mean().backward()
+        x.grad = None
+        model.zero_grad()
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            out = compiled(x)
+            out.square().mean().backward()
+    torch._dynamo.reset()
+    calls = {e.name for e in prof.events() if e.name.startswith("customops::depthwise_conv2d")}
+    assert calls == {"customops::depthwise_conv2d", "customops::depthwise_conv2d_backward"}, calls
+    assert _copies_inside_the_ops(prof) == []
+    reference = _Block().double().to(memory_format=fmt)
+    reference.load_state_dict({k: v.double() for k, v in model.state_dict().items()})
+    # The compiled model updated its running statistics twice; the reference starts from the updated ones, and
+    # in training mode uses the batch's: the outputs do not depend on them.
+    ref_x = x.detach().double().requires_grad_()
+    ref = reference(ref_x)
+    ref.square().mean().backward()
+    torch.testing.assert_close(out, ref.float(), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(x.grad, ref_x.grad.float(), rtol=1e-4, atol=1e-4)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad.float(), rtol=1e-4, atol=1e-4, msg=name)
+
+
 # --- on a GPU ---------------------------------------------------------------------------------------------------
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs CUDA")

@@ -92,14 +92,35 @@ def _fallbacks(lowering) -> None:
     A decomposition may decline a call (return ``NotImplemented``: upsample's backward under deterministic
     algorithms), which leaves the op in the graph while it is still in the decomposition table; Inductor's
     implicit fallback refuses such an op ("both a fallback and a decomp for same op"). Made up front, with the
-    layout constraint the implicit one takes, it serves every graph, whatever was compiled before."""
+    layout constraint the implicit one takes (the schema's tag) or the family's own (its LAYOUT_CONSTRAINTS, by
+    decomposition key), it serves every graph, whatever was compiled before."""
     from torch._library.utils import get_layout_constraint_tag
 
-    for name in _FAMILIES:
-        for op in _table(name):
-            if op not in lowering.lowerings:
-                constraint = lowering.tag_to_layout_constraint(get_layout_constraint_tag(op, with_default=True))
-                lowering.make_fallback(op, layout_constraint=constraint, warn=False, override_decomp=True)
+    for family in _FAMILIES.values():
+        for key, op in ((key, overload(key)) for key in family.DECOMPOSITIONS):
+            if op in lowering.lowerings:
+                continue
+            own = getattr(family, "LAYOUT_CONSTRAINTS", {}).get(key)
+            tag = get_layout_constraint_tag(op, with_default=True)
+            constraint = None if own else lowering.tag_to_layout_constraint(tag)
+            lowering.make_fallback(op, layout_constraint=constraint, warn=False, override_decomp=True)
+            if own:
+                lowering.register_lowering(op, type_promotion_kind=None)(
+                    _constrained(lowering.fallback_handler(op), own))
+
+
+def _constrained(fallback, constraint):
+    """The fallback lowering with the family's layout constraint applied first. Inductor looks a registered
+    constraint up only for an op whose schema has no layout tag, and ours have flexible_layout: the default for
+    every call that does not say otherwise."""
+    def lower(*args, **kwargs):
+        from torch._inductor.virtualized import V
+
+        args, kwargs = constraint(V.graph.current_node, *args, **kwargs)
+        return fallback(*args, **kwargs)
+
+    lower._is_fallback_handler = True  # Inductor's mark of a fallback, as fallback_handler sets it
+    return lower
 
 
 def install() -> None:

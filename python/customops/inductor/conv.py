@@ -218,6 +218,48 @@ def depthwise_conv2d_backward(grad_out: torch.Tensor, input: torch.Tensor, weigh
 DECOMPOSITIONS = {"depthwise_conv2d": depthwise_conv2d, "depthwise_conv2d_backward": depthwise_conv2d_backward}
 
 
+_NCHW_ORDER = [3, 2, 1, 0]  # Inductor's stride order: each dimension's rank by stride, the smallest 0
+
+
+def _kernel_order(x, fx_input) -> Optional[List[int]]:
+    """The stride order the kernels compute in for the input ``x`` (an Inductor IR node): the one Inductor fixed
+    for it, else the traced tensor's (kernels/conv2d.h: result_format). None off the batched 4-D case."""
+    from torch._inductor import ir
+
+    fake = fx_input.meta.get("val") if isinstance(fx_input, torch.fx.Node) else None
+    if not isinstance(fake, torch.Tensor) or fake.dim() != 4:
+        return None
+    try:
+        _, layout = ir.as_storage_and_layout(x, freeze=False)
+    except NotImplementedError:  # not realized yet: Inductor has chosen nothing
+        layout = None
+    if layout is None or isinstance(layout, ir.FlexibleLayout):
+        channels_last = _channels_last(fake)
+    else:
+        channels_last = layout.is_stride_ordered(ir.NHWC_STRIDE_ORDER) and not layout.is_contiguous()
+    return ir.NHWC_STRIDE_ORDER if channels_last else _NCHW_ORDER
+
+
+def _dense(x, order):
+    from torch._inductor import ir
+
+    return ir.ExternKernel.require_stride_order(x, order) if isinstance(x, ir.IRNode) else x
+
+
+def _backward_layouts(fx_node, grad_out, input, *args, **kwargs):
+    """The output gradient in the input's format, as the kernels read it. Left to Inductor, a gradient made by a
+    fused kernel (a batch norm's backward) came NCHW beside a channels_last input, and the kernels copied it: a
+    pass over the tensor per call (docs/design/compile.md). Asked for here, the fused kernel writes it so at once."""
+    order = _kernel_order(input, fx_node.args[1])
+    if order is not None:
+        input, grad_out = _dense(input, order), _dense(grad_out, order)
+    return (grad_out, input) + args, kwargs
+
+
+# Inductor's layout constraints for the op where a graph keeps it (instead of the schema's flexible_layout).
+LAYOUT_CONSTRAINTS = {"depthwise_conv2d_backward": _backward_layouts}
+
+
 # This family's rows of the table in docs/design/compile.md (MyST Markdown): the op(s), what compiled graphs do
 # with them, the measurement that made the choice, and why.
 DOC_ROWS = [
