@@ -101,8 +101,8 @@ def _fallbacks(lowering) -> None:
             if op in lowering.lowerings:
                 continue
             own = getattr(family, "LAYOUT_CONSTRAINTS", {}).get(key)
-            tag = get_layout_constraint_tag(op, with_default=True)
-            constraint = None if own else lowering.tag_to_layout_constraint(tag)
+            constraint = None if own else lowering.tag_to_layout_constraint(
+                get_layout_constraint_tag(op, with_default=True))
             lowering.make_fallback(op, layout_constraint=constraint, warn=False, override_decomp=True)
             if own:
                 lowering.register_lowering(op, type_promotion_kind=None)(
