@@ -27,6 +27,7 @@ layout.
 from __future__ import annotations
 
 import contextlib
+import sys
 from typing import Dict, Iterator, List, Sequence
 
 import torch
@@ -54,6 +55,10 @@ def get(op: str) -> str:
 def set(op: str, backend: str) -> None:  # noqa: A001  (the module's verb, as torch.backends' flags)
     """Sets the policy of ``op`` for the whole process: ``"auto"``, ``"customops"`` or ``"pytorch"``."""
     _lib().set(op, backend)
+    if "torch._dynamo" in sys.modules:  # compiled graphs trace the policy: their cache keys take it
+        from .inductor import _cache_key
+
+        _cache_key.refresh()
 
 
 @contextlib.contextmanager

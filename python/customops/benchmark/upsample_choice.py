@@ -115,9 +115,7 @@ def compiled_rows(device):
                 def step():
                     y = step_fn(x)
                     y.backward(torch.ones_like(y))
-                # The on-disk caches do not key graphs by the decomposition choice.
-                with torch._inductor.config.patch(force_disable_caches=True):
-                    times.append(_best_of(step, device))
+                times.append(_best_of(step, device))
             finally:
                 inductor.set_decomposed(OP, before)
         rows.append(("x".join(map(str, shape)), f"{scale:g}", str(dtype)[6:],

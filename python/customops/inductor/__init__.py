@@ -21,6 +21,7 @@ import torch
 
 from .._families import family_modules, short_name
 from .._import_hook import when_imported
+from . import _cache_key
 
 __all__ = ["decomposed", "set_decomposed"]
 
@@ -76,14 +77,14 @@ def decomposed() -> Dict[str, bool]:
 def set_decomposed(op: str, value: bool) -> None:
     """Decompose ``op`` (one of :func:`decomposed`'s keys: ``"quick_gelu"``, ``"upsample_bilinear2d"``, ...) in
     graphs Inductor compiles from now on (``True``), or keep it one call of the customops kernel (``False``).
-    Graphs compiled before keep their choice; ``torch._dynamo.reset()`` drops them. The on-disk compile
-    caches do not key graphs by this choice either: to compare the two in one environment, compile with
-    ``TORCHINDUCTOR_FORCE_DISABLE_CACHES=1`` (or ``torch._inductor.config.force_disable_caches = True``)."""
+    Graphs compiled before keep their choice; ``torch._dynamo.reset()`` drops them. The on-disk compile caches
+    key graphs by it (customops' part of their keys: ``customops.inductor._cache_key``)."""
     if op not in _FAMILIES:
         raise ValueError(f"customops.inductor.set_decomposed: no decomposition for op {op!r}; "
                          f"expected one of {sorted(_FAMILIES)}")
     _decomposed[op] = bool(value)
     _sync()
+    _cache_key.refresh()
 
 
 def _fallbacks(lowering) -> None:
@@ -126,3 +127,5 @@ def _constrained(fallback, constraint):
 def install() -> None:
     when_imported(_INDUCTOR_TABLE, _sync)
     when_imported(_INDUCTOR_LOWERINGS, _fallbacks)
+    when_imported(_INDUCTOR_LOWERINGS, _cache_key.refresh)
+    when_imported("torch._dynamo.callback", _cache_key.install)
