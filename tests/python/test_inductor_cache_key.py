@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -112,7 +113,7 @@ def test_a_warm_cache_keeps_graphs_apart_by_customops_and_its_choices(tmp_path):
     # Another build of the library (the same one with a byte appended, which the loader ignores), as after an
     # upgrade or a rebuild: nothing of the first run's is reused.
     other = tmp_path / "libcustomops.so"
-    other.write_bytes(open(customops.library_path(), "rb").read() + b"\0")
+    other.write_bytes(Path(customops.library_path()).read_bytes() + b"\0")
     assert _compiled_run(cache, "decomposed", other) == (0, 0)
     # Kept whole, with the default's graphs cached: the op, not the cached decomposed graph.
     assert _compiled_run(cache, "kept") == (1, 0)
